@@ -1,0 +1,69 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// MARK: - Shared settings
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+// MARK: - Package
+
+let package = Package(
+    name: "TeamLog",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "TeamLog", targets: ["TeamLog"]),
+        .library(name: "TeamLogStore", targets: ["TeamLogStore"]),
+        .library(name: "LMDB", targets: ["LMDB"]),
+        .executable(name: "teamlog", targets: ["teamlog"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+    ],
+    targets: [
+        // MARK: C at the bottom
+        .systemLibrary(
+            name: "CLMDB",
+            pkgConfig: "lmdb",
+            providers: [.apt(["liblmdb-dev"])]
+        ),
+        // MARK: The safe wrapper: the only target that imports CLMDB
+        .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
+        // MARK: The pure domain
+        .target(name: "TeamLog", swiftSettings: swiftSettings),
+        // MARK: Seeded workloads (demo, property tests, benchmarks)
+        .target(name: "TeamLogWorkload", dependencies: ["TeamLog"], swiftSettings: swiftSettings),
+        // MARK: Storage shell
+        .target(
+            name: "TeamLogStore",
+            dependencies: ["LMDB", "TeamLog", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        // MARK: CLI
+        .executableTarget(
+            name: "teamlog",
+            dependencies: [
+                "TeamLogStore", "TeamLog", "TeamLogWorkload",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // MARK: Tests
+        .target(
+            name: "TestSupport",
+            dependencies: ["TeamLogStore", "TeamLog", "TeamLogWorkload", "LMDB"],
+            path: "Tests/TestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(name: "TeamLogTests", dependencies: ["TeamLog", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "TeamLogStoreTests",
+            dependencies: ["TeamLogStore", "TeamLog", "LMDB", "TestSupport"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,200 @@
+internal import CLMDB
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`.
+///
+/// Owns the `MDB_env` handle and closes it in `deinit`. Transactions are scoped: `read { }` and
+/// `write { }` commit on return and abort on throw. A write transaction stays on the calling thread for
+/// its whole life (LMDB forbids a write transaction hopping threads), so keep `async` out of the bodies.
+public final class Environment: @unchecked Sendable {
+    /// How to open an environment.
+    public struct Options: Sendable {
+        /// Initial map size in bytes; the map grows on demand (see `write`).
+        public var mapSize: Int = 1 << 20
+        /// How many named databases may be opened.
+        public var maxDatabases: Int = 32
+        /// Reader slots (concurrent read transactions across all processes).
+        public var maxReaders: Int = 126
+        /// Skip fsync at commit: faster, but a crash may lose the last transactions (never corrupts).
+        public var noSync: Bool = false
+        /// Open without write access.
+        public var readOnly: Bool = false
+        /// Largest single growth step when the map is full.
+        public var maxGrowthStep: Int = 1 << 30
+
+        public init() {}
+    }
+
+    let env: OpaquePointer
+    /// The directory of the environment.
+    public let path: String
+    /// The options it was opened with.
+    public let options: Options
+    /// Guards the map size: read transactions share it, a resize takes it alone (LMDB requires that no
+    /// transaction of this process is active while `mdb_env_set_mapsize` runs).
+    private var resizeLock = pthread_rwlock_t()
+    /// Stale reader slots found and cleared at open.
+    public private(set) var staleReadersCleared: Int = 0
+    /// How many times `write` grew the map.
+    public private(set) var mapGrowths: Int = 0
+
+    /// Opens (creating when missing and writable) the environment in directory `path`.
+    ///
+    /// Reader slots left by dead processes are cleared at open (`mdb_reader_check`).
+    public init(path: String, options: Options = Options()) throws {
+        self.path = path
+        self.options = options
+        if !options.readOnly {
+            if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "mkdir \(path)")
+            }
+        }
+        var handle: OpaquePointer?
+        try check(mdb_env_create(&handle), "mdb_env_create")
+        guard let handle else { throw LMDBError(code: .panic, message: "no environment", context: "mdb_env_create") }
+        env = handle
+        pthread_rwlock_init(&resizeLock, nil)
+        do {
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
+            try check(mdb_env_set_maxreaders(env, UInt32(options.maxReaders)), "mdb_env_set_maxreaders")
+            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
+            var flags = UInt32(MDB_NOTLS)
+            if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+            try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open \(path)")
+            var dead: Int32 = 0
+            try check(mdb_reader_check(env, &dead), "mdb_reader_check")
+            staleReadersCleared = Int(dead)
+        } catch {
+            mdb_env_close(env)
+            pthread_rwlock_destroy(&resizeLock)
+            throw error
+        }
+    }
+
+    deinit {
+        mdb_env_close(env)
+        pthread_rwlock_destroy(&resizeLock)
+    }
+
+    /// The current map size in bytes.
+    public var mapSize: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        return info.me_mapsize
+    }
+
+    /// Bytes of the map in use (last used page × page size).
+    public var usedBytes: Int {
+        var info = MDB_envinfo()
+        var stat = MDB_stat()
+        mdb_env_info(env, &info)
+        mdb_env_stat(env, &stat)
+        return (info.me_last_pgno + 1) * Int(stat.ms_psize)
+    }
+
+    /// Flushes buffers to disk (useful with `noSync`).
+    public func sync(force: Bool = true) throws {
+        try check(mdb_env_sync(env, force ? 1 : 0), "mdb_env_sync")
+    }
+
+    /// Copies the environment to directory `path` (a consistent snapshot; compacting).
+    public func copy(to path: String) throws {
+        try check(mdb_env_copy2(env, path, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2 \(path)")
+    }
+
+    /// Opens (creating when `create` and writable) the named database.
+    public func open<K, V>(_ name: String, create: Bool = true, as: Database<K, V>.Type = Database<K, V>.self)
+        throws -> Database<K, V>
+    {
+        Database(try openHandle(name, create: create))
+    }
+
+    /// Opens (creating when `create` and writable) the named database, untyped.
+    public func openHandle(_ name: String, create: Bool = true) throws -> DatabaseHandle {
+        let flags = (create && !options.readOnly) ? UInt32(MDB_CREATE) : 0
+        let run = { (txn: Transaction) throws -> DatabaseHandle in
+            var dbi: MDB_dbi = 0
+            try check(mdb_dbi_open(txn.txn, name, flags, &dbi), "mdb_dbi_open \(name)")
+            return DatabaseHandle(dbi: dbi, name: name)
+        }
+        if options.readOnly { return try read(run) }
+        return try write { (txn: WriteTransaction) in try run(txn) }
+    }
+
+    /// Runs `body` in a read-only snapshot. Bytes borrowed inside must not escape it.
+    public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
+        pthread_rwlock_rdlock(&resizeLock)
+        defer { pthread_rwlock_unlock(&resizeLock) }
+        let txn = try Transaction(env: self, parent: nil, flags: UInt32(MDB_RDONLY))
+        defer { txn.abort() }
+        return try body(txn)
+    }
+
+    /// Runs `body` in the write transaction and commits on return; aborts on throw.
+    ///
+    /// When the map is full (`MDB_MAP_FULL`, raised by a put or at commit) the transaction is aborted, the
+    /// map grows (doubling, at most `maxGrowthStep` at a time) and `body` runs again from the start, so
+    /// `body` must only write through `txn` and compute from state it does not change.
+    public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
+        precondition(!options.readOnly, "write on a read-only environment")
+        while true {
+            let txn: WriteTransaction
+            do {
+                pthread_rwlock_rdlock(&resizeLock)
+                defer { pthread_rwlock_unlock(&resizeLock) }
+                txn = try WriteTransaction(env: self, parent: nil, flags: 0)
+                do {
+                    let result = try body(txn)
+                    try txn.commit()
+                    return result
+                } catch let error as LMDBError where error.code == .mapFull {
+                    txn.abort()
+                } catch {
+                    txn.abort()
+                    throw error
+                }
+            }
+            try grow()
+        }
+    }
+
+    /// Doubles the map (bounded by `maxGrowthStep`), with no transaction of this process active.
+    private func grow() throws {
+        pthread_rwlock_wrlock(&resizeLock)
+        defer { pthread_rwlock_unlock(&resizeLock) }
+        let current = mapSize
+        let next = current + min(max(current, 1 << 20), options.maxGrowthStep)
+        try check(mdb_env_set_mapsize(env, next), "mdb_env_set_mapsize \(next)")
+        mapGrowths += 1
+    }
+
+    /// Adopts a map size grown by another process (`MDB_MAP_RESIZED` at transaction begin).
+    func adoptResize() throws {
+        // Caller holds the shared lock; LMDB allows size 0 ("adopt the file's size") only with no
+        // transaction active, which holds for this process at begin.
+        try check(mdb_env_set_mapsize(env, 0), "mdb_env_set_mapsize 0")
+    }
+
+    /// Entries, depth and pages of one database.
+    public func stat(_ db: DatabaseHandle) throws -> DatabaseStat {
+        try read { txn in try txn.stat(db) }
+    }
+}
+
+/// Counters of one database (`MDB_stat`).
+public struct DatabaseStat: Sendable, Equatable {
+    /// Number of entries.
+    public var entries: Int
+    /// B-tree depth.
+    public var depth: Int
+    /// Pages in use: branch + leaf + overflow.
+    public var pages: Int
+    /// Page size in bytes.
+    public var pageSize: Int
+}

@@ -1,0 +1,207 @@
+internal import CLMDB
+
+/// A read transaction: a consistent snapshot of the environment.
+///
+/// Valid only inside the closure that received it; every byte buffer it lends is valid only until the
+/// transaction ends, so callers copy what they keep.
+public class Transaction {
+    var txn: OpaquePointer
+    let environment: Environment
+    private(set) var finished = false
+
+    init(env: Environment, parent: OpaquePointer?, flags: UInt32) throws {
+        environment = env
+        var handle: OpaquePointer?
+        var rc = mdb_txn_begin(env.env, parent, flags, &handle)
+        if rc == MDB_MAP_RESIZED {
+            try env.adoptResize()
+            rc = mdb_txn_begin(env.env, parent, flags, &handle)
+        }
+        try check(rc, "mdb_txn_begin")
+        txn = handle!
+    }
+
+    func abort() {
+        guard !finished else { return }
+        finished = true
+        mdb_txn_abort(txn)
+    }
+
+    func commit() throws {
+        precondition(!finished, "transaction already finished")
+        finished = true
+        try check(mdb_txn_commit(txn), "mdb_txn_commit")
+    }
+
+    /// The transaction id (increases with every committed write).
+    public var id: Int { Int(mdb_txn_id(txn)) }
+
+    // MARK: Reading
+
+    /// Calls `body` with the value stored under `key`, or `nil` when there is none, without copying.
+    public func withValue<R>(
+        _ db: DatabaseHandle, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer?) throws -> R
+    ) throws -> R {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_get(txn, MDB_dbi(db.dbi), &k, &v)
+        if rc == MDB_NOTFOUND { return try body(nil) }
+        try check(rc, "mdb_get \(db.name)")
+        return try body(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    /// The raw bytes stored under `key`, copied, or `nil`.
+    public func get(_ db: DatabaseHandle, key: [UInt8]) throws -> [UInt8]? {
+        try key.withUnsafeBytes { kb in try withValue(db, key: kb) { $0.map { Array($0) } } }
+    }
+
+    /// The decoded value stored under `key`, or `nil`.
+    public func get<K, V>(_ db: Database<K, V>, _ key: K.Item) throws -> V.Item? {
+        try K.encoded(key).withUnsafeBytes { kb in
+            try withValue(db.handle, key: kb) { bytes -> V.Item? in
+                guard let bytes else { return nil }
+                return try V.decode(bytes)
+            }
+        }
+    }
+
+    /// Number of entries, depth and pages of a database.
+    public func stat(_ db: DatabaseHandle) throws -> DatabaseStat {
+        var s = MDB_stat()
+        try check(mdb_stat(txn, MDB_dbi(db.dbi), &s), "mdb_stat \(db.name)")
+        return DatabaseStat(
+            entries: s.ms_entries, depth: Int(s.ms_depth),
+            pages: s.ms_branch_pages + s.ms_leaf_pages + s.ms_overflow_pages, pageSize: Int(s.ms_psize))
+    }
+
+    /// Opens a cursor on `db`, valid inside `body`.
+    public func withCursor<R>(_ db: DatabaseHandle, _ body: (Cursor) throws -> R) throws -> R {
+        let cursor = try Cursor(txn: self, db: db)
+        defer { cursor.close() }
+        return try body(cursor)
+    }
+
+    /// Visits entries in key order from the first key ≥ `from` (or the first entry); stop by returning false.
+    public func forEach(
+        _ db: DatabaseHandle, from: [UInt8]? = nil,
+        _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool
+    ) throws {
+        try withCursor(db) { cursor in
+            var entry = try from.map { try cursor.seek($0) } ?? cursor.first()
+            while let (k, v) = entry {
+                guard try body(k, v) else { return }
+                entry = try cursor.next()
+            }
+        }
+    }
+
+    /// The last entry's key and value, copied; `nil` when the database is empty.
+    public func last(_ db: DatabaseHandle) throws -> (key: [UInt8], value: [UInt8])? {
+        try withCursor(db) { cursor in
+            try cursor.last().map { (Array($0.0), Array($0.1)) }
+        }
+    }
+}
+
+/// The write transaction. Only one exists per environment at a time (across processes too).
+public final class WriteTransaction: Transaction {
+    /// How a put behaves for existing or out-of-order keys.
+    public struct PutFlags: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        /// Fail with `keyExists` if the key is present.
+        public static let noOverwrite = PutFlags(rawValue: UInt32(MDB_NOOVERWRITE))
+        /// The key is greater than every key in the database (fast path for logs); else `keyExists`.
+        public static let append = PutFlags(rawValue: UInt32(MDB_APPEND))
+    }
+
+    /// Stores `value` under `key`.
+    public func put(
+        _ db: DatabaseHandle, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: PutFlags = []
+    ) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try check(mdb_put(txn, MDB_dbi(db.dbi), &k, &v, flags.rawValue), "mdb_put \(db.name)")
+    }
+
+    /// Stores raw `value` under raw `key`.
+    public func put(_ db: DatabaseHandle, key: [UInt8], value: [UInt8], flags: PutFlags = []) throws {
+        try key.withUnsafeBytes { kb in
+            try value.withUnsafeBytes { vb in try put(db, key: kb, value: vb, flags: flags) }
+        }
+    }
+
+    /// Stores a typed value under a typed key.
+    public func put<K, V>(_ db: Database<K, V>, _ key: K.Item, _ value: V.Item, flags: PutFlags = []) throws {
+        try put(db.handle, key: K.encoded(key), value: V.encoded(value), flags: flags)
+    }
+
+    /// Removes `key`; returns whether it was present.
+    @discardableResult
+    public func delete(_ db: DatabaseHandle, key: [UInt8]) throws -> Bool {
+        var rc: Int32 = 0
+        key.withUnsafeBytes { kb in
+            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
+            rc = mdb_del(txn, MDB_dbi(db.dbi), &k, nil)
+        }
+        if rc == MDB_NOTFOUND { return false }
+        try check(rc, "mdb_del \(db.name)")
+        return true
+    }
+
+    /// Removes a typed key; returns whether it was present.
+    @discardableResult
+    public func delete<K, V>(_ db: Database<K, V>, _ key: K.Item) throws -> Bool {
+        try delete(db.handle, key: K.encoded(key))
+    }
+
+    /// Removes every entry of `db` (the database stays open).
+    public func clear(_ db: DatabaseHandle) throws {
+        try check(mdb_drop(txn, MDB_dbi(db.dbi), 0), "mdb_drop \(db.name)")
+    }
+}
+
+/// A position in a database, for ordered scans. Valid only inside `withCursor`.
+public final class Cursor {
+    private var cursor: OpaquePointer?
+    private let db: DatabaseHandle
+
+    init(txn: Transaction, db: DatabaseHandle) throws {
+        self.db = db
+        try check(mdb_cursor_open(txn.txn, MDB_dbi(db.dbi), &cursor), "mdb_cursor_open \(db.name)")
+    }
+
+    func close() {
+        if let cursor { mdb_cursor_close(cursor) }
+        cursor = nil
+    }
+
+    private func move(_ op: MDB_cursor_op, key: UnsafeRawBufferPointer? = nil) throws
+        -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)?
+    {
+        var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_cursor_get(cursor, &k, &v, op)
+        if rc == MDB_NOTFOUND { return nil }
+        try check(rc, "mdb_cursor_get \(db.name)")
+        return (UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+                UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+    }
+
+    /// The first entry.
+    public func first() throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? { try move(MDB_FIRST) }
+    /// The last entry.
+    public func last() throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? { try move(MDB_LAST) }
+    /// The next entry.
+    public func next() throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? { try move(MDB_NEXT) }
+    /// The previous entry.
+    public func previous() throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? {
+        try move(MDB_PREV)
+    }
+
+    /// The first entry whose key is ≥ `key`.
+    public func seek(_ key: [UInt8]) throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? {
+        // MDB_SET_RANGE points the key at the found entry (LMDB-owned), so the search key may be borrowed.
+        try key.withUnsafeBytes { kb in try move(MDB_SET_RANGE, key: kb) }
+    }
+}

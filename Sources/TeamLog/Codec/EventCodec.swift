@@ -1,0 +1,177 @@
+/// The log's value encoding: a version byte, then the event in `ByteWriter`'s compact format.
+///
+/// Op tags are stable forever (the log is permanent): add new ones, never renumber.
+public enum EventCodec {
+    /// The encoding version written by this build.
+    public static let version: UInt8 = 1
+
+    /// Encodes an event (its seq is the log key, not part of the value).
+    public static func encode(_ event: Event, into w: inout ByteWriter) {
+        let op = event.op
+        w.u8(version)
+        w.varint(UInt64(event.ts))
+        w.u8((op.opId != nil ? 1 : 0) | (op.device != nil ? 2 : 0))
+        w.string(op.actor)
+        if let opId = op.opId { w.string(opId) }
+        if let device = op.device { w.string(device) }
+        encodeBody(op.body, into: &w)
+    }
+
+    /// Encodes an event to a fresh array.
+    public static func encode(_ event: Event) -> [UInt8] {
+        var w = ByteWriter()
+        encode(event, into: &w)
+        return w.bytes
+    }
+
+    /// Decodes the value stored under `seq`.
+    public static func decode(seq: UInt64, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Event {
+        var r = ByteReader(bytes)
+        let v = try r.u8()
+        guard v == version else { throw DecodeError("event \(seq): unknown encoding version \(v)") }
+        let ts = try r.varint()
+        guard ts <= UInt64(Int64.max) else { throw DecodeError("event \(seq): time out of range") }
+        let flags = try r.u8()
+        let actor = try r.string()
+        let opId = flags & 1 != 0 ? try r.string() : nil
+        let device = flags & 2 != 0 ? try r.string() : nil
+        let body = try decodeBody(&r)
+        try r.expectEnd()
+        // An accepted op's time is the event time (`decide` resolves it), so it is stored once.
+        let op = Op(actor: actor, ts: Int64(ts), opId: opId, device: device, body: body)
+        return Event(seq: seq, ts: Int64(ts), op: op)
+    }
+
+    /// Decodes from an array.
+    public static func decode(seq: UInt64, _ bytes: [UInt8]) throws(DecodeError) -> Event {
+        do {
+            return try bytes.withUnsafeBytes { try decode(seq: seq, $0) }
+        } catch let e as DecodeError { throw e } catch { throw DecodeError("\(error)") }
+    }
+
+    // MARK: Bodies
+
+    private static func encodeBody(_ body: OpBody, into w: inout ByteWriter) {
+        switch body {
+        case .teamCreate(let c):
+            w.u8(1)
+            w.string(c.team)
+            w.u8(c.kind == .team ? 0 : 1)
+            w.string(c.name)
+            w.strings(c.members)
+            w.string(c.intro)
+            w.string(c.announcement)
+            w.string(c.avatar)
+            w.u8(index(c.joinMode))
+            w.u8(index(c.inviteMode))
+            w.u8(index(c.beInviteMode))
+            w.u8(index(c.updateInfoMode))
+            w.bool(c.muted)
+        case .teamInvite(let t, let targets): w.u8(2); w.string(t); w.strings(targets)
+        case .teamAcceptInvite(let t, let inviter): w.u8(3); w.string(t); w.string(inviter)
+        case .teamRejectInvite(let t, let inviter): w.u8(4); w.string(t); w.string(inviter)
+        case .teamApply(let t, let message): w.u8(5); w.string(t); w.optionalString(message)
+        case .teamApproveApply(let t, let a): w.u8(6); w.string(t); w.string(a)
+        case .teamRejectApply(let t, let a): w.u8(7); w.string(t); w.string(a)
+        case .teamKick(let t, let targets): w.u8(8); w.string(t); w.strings(targets)
+        case .teamLeave(let t): w.u8(9); w.string(t)
+        case .teamUpdate(let t, let f):
+            w.u8(10)
+            w.string(t)
+            w.optionalString(f.name)
+            w.optionalString(f.intro)
+            w.optionalString(f.announcement)
+            w.optionalString(f.avatar)
+            w.u8(f.joinMode.map { index($0) + 1 } ?? 0)
+            w.u8(f.inviteMode.map { index($0) + 1 } ?? 0)
+            w.u8(f.beInviteMode.map { index($0) + 1 } ?? 0)
+            w.u8(f.updateInfoMode.map { index($0) + 1 } ?? 0)
+            w.optionalString(f.ext)
+        case .teamMuteAll(let t, let muted): w.u8(11); w.string(t); w.bool(muted)
+        case .teamDismiss(let t): w.u8(12); w.string(t)
+        case .teamTransferOwner(let t, let target, let leave): w.u8(13); w.string(t); w.string(target); w.bool(leave)
+        case .teamAddManagers(let t, let targets): w.u8(14); w.string(t); w.strings(targets)
+        case .teamRemoveManagers(let t, let targets): w.u8(15); w.string(t); w.strings(targets)
+        case .teamMuteMember(let t, let target, let muted, let until):
+            w.u8(16)
+            w.string(t)
+            w.string(target)
+            w.bool(muted)
+            w.zigzag(until ?? -1)
+        case .memberSetNotify(let t, let state): w.u8(17); w.string(t); w.u8(index(state))
+        }
+    }
+
+    private static func decodeBody(_ r: inout ByteReader) throws(DecodeError) -> OpBody {
+        let tag = try r.u8()
+        switch tag {
+        case 1:
+            var c = TeamCreate(team: try r.string())
+            c.kind = try r.u8() == 0 ? .team : .superTeam
+            c.name = try r.string()
+            c.members = try r.strings()
+            c.intro = try r.string()
+            c.announcement = try r.string()
+            c.avatar = try r.string()
+            c.joinMode = try value(&r)
+            c.inviteMode = try value(&r)
+            c.beInviteMode = try value(&r)
+            c.updateInfoMode = try value(&r)
+            c.muted = try r.bool()
+            return .teamCreate(c)
+        case 2: return .teamInvite(team: try r.string(), targets: try r.strings())
+        case 3: return .teamAcceptInvite(team: try r.string(), inviter: try r.string())
+        case 4: return .teamRejectInvite(team: try r.string(), inviter: try r.string())
+        case 5: return .teamApply(team: try r.string(), message: try r.optionalString())
+        case 6: return .teamApproveApply(team: try r.string(), applicant: try r.string())
+        case 7: return .teamRejectApply(team: try r.string(), applicant: try r.string())
+        case 8: return .teamKick(team: try r.string(), targets: try r.strings())
+        case 9: return .teamLeave(team: try r.string())
+        case 10:
+            let t = try r.string()
+            var f = TeamFields()
+            f.name = try r.optionalString()
+            f.intro = try r.optionalString()
+            f.announcement = try r.optionalString()
+            f.avatar = try r.optionalString()
+            f.joinMode = try optionalValue(&r)
+            f.inviteMode = try optionalValue(&r)
+            f.beInviteMode = try optionalValue(&r)
+            f.updateInfoMode = try optionalValue(&r)
+            f.ext = try r.optionalString()
+            return .teamUpdate(team: t, fields: f)
+        case 11: return .teamMuteAll(team: try r.string(), muted: try r.bool())
+        case 12: return .teamDismiss(team: try r.string())
+        case 13: return .teamTransferOwner(team: try r.string(), target: try r.string(), leave: try r.bool())
+        case 14: return .teamAddManagers(team: try r.string(), targets: try r.strings())
+        case 15: return .teamRemoveManagers(team: try r.string(), targets: try r.strings())
+        case 16:
+            let t = try r.string()
+            let target = try r.string()
+            let muted = try r.bool()
+            let until = try r.zigzag()
+            return .teamMuteMember(team: t, target: target, muted: muted, until: until == -1 ? nil : until)
+        case 17: return .memberSetNotify(team: try r.string(), state: try value(&r))
+        default: throw DecodeError("unknown op tag \(tag)")
+        }
+    }
+
+    // MARK: Enums as their case index
+
+    static func index<E: CaseIterable & Equatable>(_ v: E) -> UInt8 {
+        UInt8(E.allCases.firstIndex(of: v).map { E.allCases.distance(from: E.allCases.startIndex, to: $0) } ?? 0)
+    }
+
+    static func value<E: CaseIterable>(_ r: inout ByteReader) throws(DecodeError) -> E {
+        let i = Int(try r.u8())
+        guard i < E.allCases.count else { throw DecodeError("enum index \(i) out of range for \(E.self)") }
+        return E.allCases[E.allCases.index(E.allCases.startIndex, offsetBy: i)]
+    }
+
+    static func optionalValue<E: CaseIterable>(_ r: inout ByteReader) throws(DecodeError) -> E? {
+        let i = Int(try r.u8())
+        if i == 0 { return nil }
+        guard i - 1 < E.allCases.count else { throw DecodeError("enum index \(i) out of range for \(E.self)") }
+        return E.allCases[E.allCases.index(E.allCases.startIndex, offsetBy: i - 1)]
+    }
+}

@@ -1,0 +1,119 @@
+/// One line of `teamlog ingest` output (SPEC §4), in log order.
+public enum Record: Sendable, Equatable {
+    /// A line that was not stored.
+    case rejected(line: Int, opId: String?, code: RejectionCode, reason: String)
+    /// A line whose `opId` was already accepted, with the original seq.
+    case duplicate(line: Int, opId: String, seq: UInt64)
+    /// An accepted op.
+    case event(line: Int, seq: UInt64, ts: Int64, op: String)
+    /// What applying an event produced.
+    case output(Output)
+
+    /// Whether `--emit events` prints it (everything but tips, notices and deliveries).
+    public var isEventLevel: Bool {
+        if case .output = self { return false }
+        return true
+    }
+
+    /// The record as one line of JSON (no newline), keys in the SPEC's order.
+    public func write(into w: inout JSONWriter) {
+        switch self {
+        case .rejected(let line, let opId, let code, let reason):
+            w.writeRaw("{\"kind\":\"rejected\",\"line\":")
+            w.writeInt(Int64(line))
+            w.writeRaw(",\"opId\":")
+            if let opId { w.writeString(opId) } else { w.writeRaw("null") }
+            w.writeRaw(",\"code\":")
+            w.writeString(code.rawValue)
+            w.writeRaw(",\"reason\":")
+            w.writeString(reason)
+            w.writeRaw("}")
+        case .duplicate(let line, let opId, let seq):
+            w.writeRaw("{\"kind\":\"duplicate\",\"line\":")
+            w.writeInt(Int64(line))
+            w.writeRaw(",\"opId\":")
+            w.writeString(opId)
+            w.writeRaw(",\"seq\":")
+            w.writeInt(Int64(seq))
+            w.writeRaw("}")
+        case .event(let line, let seq, let ts, let op):
+            w.writeRaw("{\"kind\":\"event\",\"line\":")
+            w.writeInt(Int64(line))
+            w.writeRaw(",\"seq\":")
+            w.writeInt(Int64(seq))
+            w.writeRaw(",\"ts\":")
+            w.writeInt(ts)
+            w.writeRaw(",\"op\":")
+            w.writeString(op)
+            w.writeRaw("}")
+        case .output(.tip(let tip)):
+            w.write(tip.json)
+        case .output(.notice(let n)):
+            w.write(.object([
+                ("kind", .string("notice")), ("seq", .int(Int64(n.seq))), ("to", .string(n.to)),
+                ("type", .string(n.type.rawValue)), ("team", .string(n.team)), ("from", .string(n.from)),
+            ]))
+        }
+    }
+
+    /// The record as a JSON line (no newline).
+    public var jsonLine: String {
+        var w = JSONWriter()
+        write(into: &w)
+        return w.string
+    }
+}
+
+extension Tip {
+    /// `{"kind":"tip","seq","team","messageId","nim","zim","text"}`.
+    public var json: JSONValue {
+        .object([
+            ("kind", .string("tip")), ("seq", .int(Int64(seq))), ("team", .string(team)),
+            ("messageId", .string(messageId)), ("nim", nim?.json ?? .null), ("zim", zim?.json ?? .null),
+            ("text", .string(text)),
+        ])
+    }
+}
+
+extension NIMTipView {
+    /// NIM's field names: `operationType`, `sourceID`, `targetIDs`, and `attachment` for updates.
+    public var json: JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("operationType", .string(operationType)), ("sourceID", .string(sourceID)),
+            ("targetIDs", .array(targetIDs.map { .string($0) })),
+        ]
+        if let attachment { pairs.append(("attachment", .object(attachment.map { ($0.tag, .string($0.value)) }))) }
+        return .object(pairs)
+    }
+}
+
+extension ZIMTipView {
+    /// ZIM's names: `event` with `eventValue`, the operated and target users, and `changeInfo` when set.
+    public var json: JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("event", .string(event)), ("eventValue", .int(Int64(eventValue))),
+            ("operatedUserID", .string(operatedUserID)), ("targetUserIDs", .array(targetUserIDs.map { .string($0) })),
+        ]
+        if let changeInfo { pairs.append(("changeInfo", changeInfo.json)) }
+        return .object(pairs)
+    }
+}
+
+extension ZIMChangeInfo {
+    /// Only the fields its type names, as ZIM assigns them.
+    public var json: JSONValue {
+        var pairs: [(String, JSONValue)] = [("type", .string(type)), ("typeValue", .int(Int64(typeValue)))]
+        if let groupDataFlag { pairs.append(("groupDataFlag", .int(Int64(groupDataFlag)))) }
+        if let groupName { pairs.append(("groupName", .string(groupName))) }
+        if let groupNotice { pairs.append(("groupNotice", .string(groupNotice))) }
+        if let groupAvatarUrl { pairs.append(("groupAvatarUrl", .string(groupAvatarUrl))) }
+        if let groupMuted {
+            pairs.append(("groupMutedInfo", .object([
+                ("mode", .string(groupMuted ? "all" : "none")), ("expiredTime", .int(groupMuted ? -1 : 0)),
+            ])))
+        }
+        if let memberRole { pairs.append(("memberRole", .int(Int64(memberRole)))) }
+        if let muteExpiredTime { pairs.append(("muteExpiredTime", .int(muteExpiredTime))) }
+        return .object(pairs)
+    }
+}

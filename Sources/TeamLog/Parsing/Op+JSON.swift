@@ -1,0 +1,61 @@
+/// The input form of an op: what `OpParser` reads back to an equal op. Used to export the log as JSON
+/// Lines that `teamlog ingest` accepts again, and by workload generators.
+extension Op {
+    /// The op as a JSON object with the SPEC field names.
+    public var json: JSONValue {
+        var pairs: [(String, JSONValue)] = [("op", .string(name)), ("actor", .string(actor))]
+        if let ts { pairs.append(("ts", .int(ts))) }
+        if let opId { pairs.append(("opId", .string(opId))) }
+        if let device { pairs.append(("device", .string(device))) }
+        pairs += body.jsonFields
+        return .object(pairs)
+    }
+
+    /// One JSON line (no newline).
+    public var jsonLine: String { json.jsonString }
+}
+
+extension OpBody {
+    private static func ids(_ list: [String]) -> JSONValue { .array(list.map { .string($0) }) }
+
+    /// The op-specific fields.
+    var jsonFields: [(String, JSONValue)] {
+        switch self {
+        case .teamCreate(let c):
+            var pairs: [(String, JSONValue)] = [("team", .string(c.team)), ("kind", .string(c.kind.rawValue))]
+            if !c.name.isEmpty { pairs.append(("name", .string(c.name))) }
+            if !c.members.isEmpty { pairs.append(("members", Self.ids(c.members))) }
+            if !c.intro.isEmpty { pairs.append(("intro", .string(c.intro))) }
+            if !c.announcement.isEmpty { pairs.append(("announcement", .string(c.announcement))) }
+            if !c.avatar.isEmpty { pairs.append(("avatar", .string(c.avatar))) }
+            pairs += [
+                ("joinMode", .string(c.joinMode.rawValue)), ("inviteMode", .string(c.inviteMode.rawValue)),
+                ("beInviteMode", .string(c.beInviteMode.rawValue)),
+                ("updateInfoMode", .string(c.updateInfoMode.rawValue)), ("muted", .bool(c.muted)),
+            ]
+            return pairs
+        case .teamInvite(let t, let targets): return [("team", .string(t)), ("targets", Self.ids(targets))]
+        case .teamAcceptInvite(let t, let inviter): return [("team", .string(t)), ("inviter", .string(inviter))]
+        case .teamRejectInvite(let t, let inviter): return [("team", .string(t)), ("inviter", .string(inviter))]
+        case .teamApply(let t, let message):
+            return [("team", .string(t))] + (message.map { [("message", JSONValue.string($0))] } ?? [])
+        case .teamApproveApply(let t, let a): return [("team", .string(t)), ("applicant", .string(a))]
+        case .teamRejectApply(let t, let a): return [("team", .string(t)), ("applicant", .string(a))]
+        case .teamKick(let t, let targets): return [("team", .string(t)), ("targets", Self.ids(targets))]
+        case .teamLeave(let t): return [("team", .string(t))]
+        case .teamUpdate(let t, let f):
+            return [("team", .string(t)), ("fields", .object(f.changedTags.map { ($0.tag, .string($0.value)) }))]
+        case .teamMuteAll(let t, let muted): return [("team", .string(t)), ("muted", .bool(muted))]
+        case .teamDismiss(let t): return [("team", .string(t))]
+        case .teamTransferOwner(let t, let target, let leave):
+            return [("team", .string(t)), ("target", .string(target)), ("leave", .bool(leave))]
+        case .teamAddManagers(let t, let targets): return [("team", .string(t)), ("targets", Self.ids(targets))]
+        case .teamRemoveManagers(let t, let targets): return [("team", .string(t)), ("targets", Self.ids(targets))]
+        case .teamMuteMember(let t, let target, let muted, let until):
+            var pairs: [(String, JSONValue)] = [("team", .string(t)), ("target", .string(target)), ("muted", .bool(muted))]
+            if let until { pairs.append(("until", .int(until))) }
+            return pairs
+        case .memberSetNotify(let t, let state): return [("team", .string(t)), ("state", .string(state.rawValue))]
+        }
+    }
+}

@@ -1,0 +1,147 @@
+/// The projection of one team: its information, modes, roster and pending requests.
+public struct TeamState: Sendable, Equatable {
+    public var id: String
+    public var kind: TeamKind
+    public var name: String
+    public var intro: String
+    public var announcement: String
+    public var avatar: String
+    public var ext: String
+    public var joinMode: JoinMode
+    public var inviteMode: InviteMode
+    public var beInviteMode: BeInviteMode
+    public var updateInfoMode: UpdateInfoMode
+    /// Team-wide mute: only owner and managers send.
+    public var muted: Bool
+    /// The team ended; every later op on it is `dismissed`.
+    public var dismissed: Bool
+    /// The owner (after dismissal: the last owner).
+    public var owner: String
+    /// Seq and time of creation.
+    public var createdSeq: UInt64
+    public var createdTs: Int64
+
+    /// Members by slot; `nil` marks a free slot.
+    public private(set) var slots: [Member?] = []
+    /// Slot of each member.
+    public private(set) var slotOf: [String: Int32] = [:]
+    /// Occupied slots as bits (bit `i` of word `i / 64`): finds the lowest free slot without a scan of
+    /// `slots`, and is the roster bitset the fan-out core works on.
+    public private(set) var occupied: [UInt64] = []
+    /// No free slot below word `freeHint` (a cache; not part of equality).
+    private var freeHint: Int = 0
+    /// Pending invitations: invitee → inviters, in the order they invited.
+    public var invites: [String: [String]] = [:]
+    /// Pending applications: applicant → message ("" when none).
+    public var applications: [String: String] = [:]
+
+    public init(id: String, kind: TeamKind, owner: String, seq: UInt64, ts: Int64) {
+        self.id = id
+        self.kind = kind
+        self.name = ""
+        self.intro = ""
+        self.announcement = ""
+        self.avatar = ""
+        self.ext = ""
+        self.joinMode = .apply
+        self.inviteMode = .manager
+        self.beInviteMode = .noConsent
+        self.updateInfoMode = .manager
+        self.muted = false
+        self.dismissed = false
+        self.owner = owner
+        self.createdSeq = seq
+        self.createdTs = ts
+    }
+
+    /// Number of members.
+    public var memberCount: Int { slotOf.count }
+
+    /// The member record of `user`, if a member.
+    public func member(_ user: String) -> Member? {
+        guard let slot = slotOf[user] else { return nil }
+        return slots[Int(slot)]
+    }
+
+    /// Whether `user` is a member.
+    public func isMember(_ user: String) -> Bool { slotOf[user] != nil }
+
+    /// Members in roster order: by join seq, then user id.
+    public var roster: [Member] {
+        slots.compactMap { $0 }.sorted { ($0.joinSeq, $0.user) < ($1.joinSeq, $1.user) }
+    }
+
+    /// Member ids in roster order.
+    public var memberIds: [String] { roster.map(\.user) }
+
+    /// Adds a member in the lowest free slot.
+    @discardableResult
+    public mutating func addMember(_ user: String, role: Role, joinSeq: UInt64) -> Member {
+        precondition(slotOf[user] == nil, "\(user) is already a member of \(id)")
+        let slot = Int32(lowestFreeSlot())
+        if Int(slot) == slots.count { slots.append(nil) }
+        setOccupied(Int(slot), true)
+        let member = Member(user: user, role: role, joinSeq: joinSeq, slot: slot)
+        slots[Int(slot)] = member
+        slotOf[user] = slot
+        return member
+    }
+
+    /// Restores a member record exactly as stored (used when loading projections).
+    public mutating func restoreMember(_ member: Member) {
+        let slot = Int(member.slot)
+        while slots.count <= slot { slots.append(nil) }
+        precondition(slots[slot] == nil, "slot \(slot) of \(id) is taken")
+        slots[slot] = member
+        setOccupied(slot, true)
+        freeHint = 0
+        slotOf[member.user] = member.slot
+    }
+
+    /// Removes a member; returns the removed record.
+    @discardableResult
+    public mutating func removeMember(_ user: String) -> Member? {
+        guard let slot = slotOf.removeValue(forKey: user) else { return nil }
+        let member = slots[Int(slot)]
+        slots[Int(slot)] = nil
+        setOccupied(Int(slot), false)
+        freeHint = min(freeHint, Int(slot) / 64)
+        while let last = slots.last, last == nil { slots.removeLast() }
+        occupied.removeLast(occupied.count - (slots.count + 63) / 64)
+        return member
+    }
+
+    /// Changes a member record in place.
+    public mutating func updateMember(_ user: String, _ change: (inout Member) -> Void) {
+        guard let slot = slotOf[user] else { return }
+        change(&slots[Int(slot)]!)
+    }
+
+    /// The lowest slot no member holds (deterministic: a function of the roster alone).
+    private mutating func lowestFreeSlot() -> Int {
+        var w = freeHint
+        while w < occupied.count, occupied[w] == ~0 { w += 1 }
+        freeHint = w
+        if w == occupied.count { return w * 64 }
+        return w * 64 + (~occupied[w]).trailingZeroBitCount
+    }
+
+    private mutating func setOccupied(_ slot: Int, _ on: Bool) {
+        let w = slot / 64
+        while occupied.count <= w { occupied.append(0) }
+        if on { occupied[w] |= 1 << UInt64(slot % 64) } else { occupied[w] &= ~(1 << UInt64(slot % 64)) }
+    }
+
+    /// Equal information, roster (with slots) and pending requests; caches are ignored.
+    public static func == (a: TeamState, b: TeamState) -> Bool {
+        a.id == b.id && a.kind == b.kind && a.name == b.name && a.intro == b.intro
+            && a.announcement == b.announcement && a.avatar == b.avatar && a.ext == b.ext
+            && a.joinMode == b.joinMode && a.inviteMode == b.inviteMode && a.beInviteMode == b.beInviteMode
+            && a.updateInfoMode == b.updateInfoMode && a.muted == b.muted && a.dismissed == b.dismissed
+            && a.owner == b.owner && a.createdSeq == b.createdSeq && a.createdTs == b.createdTs
+            && a.slots == b.slots && a.invites == b.invites && a.applications == b.applications
+    }
+
+    /// Owner and managers, in roster order.
+    public var admins: [String] { roster.filter { $0.role.isAdmin }.map(\.user) }
+}

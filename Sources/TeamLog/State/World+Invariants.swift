@@ -1,0 +1,46 @@
+/// Invariants of the projected state, checked by tests after every step of random sequences.
+extension World {
+    /// Every broken invariant, as text; empty when the state is sound.
+    public func invariantViolations() -> [String] {
+        var problems: [String] = []
+        for (id, team) in teams {
+            let owners = team.roster.filter { $0.role == .owner }
+            if !team.dismissed {
+                if owners.count != 1 { problems.append("team \(id) has \(owners.count) owners") }
+                if team.member(team.owner)?.role != .owner {
+                    problems.append("team \(id): owner \(team.owner) is not a member with role owner")
+                }
+            } else if team.memberCount != 0 {
+                problems.append("dismissed team \(id) still has \(team.memberCount) members")
+            }
+            if team.roster.count != team.memberCount {
+                problems.append("team \(id): roster \(team.roster.count) != member count \(team.memberCount)")
+            }
+            for (slot, member) in team.slots.enumerated() {
+                guard let member else { continue }
+                if Int(member.slot) != slot || team.slotOf[member.user] != member.slot {
+                    problems.append("team \(id): \(member.user) slot mismatch")
+                }
+            }
+            for invitee in team.invites.keys where team.isMember(invitee) {
+                problems.append("team \(id): \(invitee) is both a member and invited")
+            }
+            for applicant in team.applications.keys where team.isMember(applicant) {
+                problems.append("team \(id): \(applicant) is both a member and applying")
+            }
+            for (invitee, inviters) in team.invites where inviters.isEmpty {
+                problems.append("team \(id): empty invitation list for \(invitee)")
+            }
+            if team.memberCount > config.maxMembers(team.kind) {
+                problems.append("team \(id) has \(team.memberCount) members, over its limit")
+            }
+        }
+        return problems
+    }
+
+    /// Traps with the list of violations when an invariant is broken.
+    public func checkInvariants() {
+        let problems = invariantViolations()
+        precondition(problems.isEmpty, problems.joined(separator: "\n"))
+    }
+}

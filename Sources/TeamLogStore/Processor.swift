@@ -1,0 +1,132 @@
+public import TeamLog
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The batch processor: lines in, SPEC §4 records out, committing every `batchSize` ops.
+///
+/// A batch's records are handed to the sink only after its transaction committed, so nothing printed
+/// is ever lost by a crash. A bad line becomes a `rejected` record and the run continues.
+public final class Processor {
+    /// How much of the output to produce (`--emit`).
+    public enum Emit: String, Sendable, CaseIterable {
+        case all, events, none
+    }
+
+    /// Settings of a run.
+    public struct Options: Sendable {
+        /// Ops per write transaction.
+        public var batchSize: Int = 10_000
+        /// Which records to produce.
+        public var emit: Emit = .all
+        public init() {}
+    }
+
+    /// Counters of a run.
+    public struct Summary: Sendable, Equatable {
+        public var lines = 0
+        public var accepted = 0
+        public var rejected = 0
+        public var duplicates = 0
+        public var commits = 0
+    }
+
+    public let store: Store
+    public let options: Options
+    /// The processor's clock (ms) for ops without `ts`.
+    private let clock: () -> Int64
+    private let sink: ([UInt8]) throws -> Void
+    private var out = JSONWriter()
+    private var inBatch = 0
+    public private(set) var summary = Summary()
+
+    /// Processes into `store`; `sink` receives committed output bytes (JSON lines).
+    public init(store: Store, options: Options = Options(), clock: @escaping () -> Int64 = Processor.wallClock,
+                sink: @escaping ([UInt8]) throws -> Void) {
+        self.store = store
+        self.options = options
+        self.clock = clock
+        self.sink = sink
+    }
+
+    /// Milliseconds since 1970 from the system clock.
+    public static func wallClock() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// Handles one input line.
+    public func process(_ line: LineReader.Line) throws {
+        switch line {
+        case .tooLong(let number, let length):
+            summary.lines += 1
+            reject(number, nil, Rejection(.lineTooLong, "line is \(length) bytes, over the \(OpParser.maxLineBytes)-byte limit"))
+        case .text(let number, let bytes):
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }  // blank lines are not ops
+            summary.lines += 1
+            let (result, opId) = bytes.withUnsafeBytes { OpParser.parseLine($0) }
+            switch result {
+            case .failure(let rejection):
+                reject(number, opId, rejection)
+            case .success(let op):
+                try submit(op, line: number)
+            }
+        }
+    }
+
+    /// Submits an already parsed op (line number for the records).
+    public func submit(_ op: Op, line: Int) throws {
+        switch try store.submit(op, now: clock()) {
+        case .rejected(let rejection):
+            reject(line, op.opId, rejection)
+        case .duplicate(let seq):
+            summary.duplicates += 1
+            emit(.duplicate(line: line, opId: op.opId ?? "", seq: seq))
+        case .accepted(let event, let outputs):
+            summary.accepted += 1
+            inBatch += 1
+            emit(.event(line: line, seq: event.seq, ts: event.ts, op: op.name))
+            if options.emit == .all {
+                for output in outputs { emit(.output(output)) }
+            }
+            if inBatch >= options.batchSize { try commit() }
+        }
+    }
+
+    /// Commits what is pending and hands its records to the sink.
+    public func commit() throws {
+        if store.pendingCount > 0 {
+            try store.commit()
+            summary.commits += 1
+        }
+        inBatch = 0
+        if !out.bytes.isEmpty {
+            let bytes = out.bytes
+            out.bytes.removeAll(keepingCapacity: true)
+            try sink(bytes)
+        }
+    }
+
+    /// Reads every line of `reader`, then commits.
+    public func run(_ reader: inout LineReader) throws {
+        while let line = try reader.next() {
+            try process(line)
+        }
+        try commit()
+    }
+
+    private func reject(_ line: Int, _ opId: String?, _ rejection: Rejection) {
+        summary.rejected += 1
+        emit(.rejected(line: line, opId: opId, code: rejection.code, reason: rejection.reason))
+    }
+
+    private func emit(_ record: Record) {
+        guard options.emit != .none else { return }
+        record.write(into: &out)
+        out.bytes.append(0x0A)
+    }
+}

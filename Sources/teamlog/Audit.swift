@@ -1,0 +1,27 @@
+import ArgumentParser
+import TeamLog
+import TeamLogStore
+
+/// `teamlog audit`: hash chain + replay + compare; exit 0 when all match, 1 otherwise.
+struct Audit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Verify the log's hash chain, replay it and compare with the stored projections.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    func run() throws {
+        let store = try openForQuery(storeOptions.path)
+        let start = monotonicSeconds()
+        let report = try store.audit()
+        let elapsed = max(monotonicSeconds() - start, 1e-9)
+        try printOut("log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s")
+        if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
+        if let p = report.checkpointProblem { try printOut("checkpoint: \(p)") }
+        for t in report.tables {
+            let status = t.difference.map { "DIFFERS: \($0)" } ?? "OK"
+            try printOut("\(t.table.padding(14))\(String(t.records).padding(10))\(t.digest)  \(status)")
+        }
+        try printOut(report.ok ? "audit OK" : "audit FAILED")
+        if !report.ok { throw ExitCode(1) }
+    }
+}

@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads an environment variable.
+func environment(_ name: String) -> String? {
+    getenv(name).map { String(cString: $0) }
+}
+
+/// Writes all bytes to a file descriptor (retrying short writes and EINTR).
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n < 0 {
+            if errno == EINTR { continue }
+            throw CLIError("write failed: \(String(cString: strerror(errno)))")
+        }
+        offset += n
+    }
+}
+
+/// Prints text to standard output.
+func printOut(_ text: String) throws { try writeAll(1, Array((text + "\n").utf8)) }
+
+/// Prints text to standard error.
+func printErr(_ text: String) { try? writeAll(2, Array((text + "\n").utf8)) }
+
+/// A CLI failure with a message for stderr.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    init(_ text: String) { description = text }
+}
+
+/// Seconds from a monotonic clock.
+func monotonicSeconds() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

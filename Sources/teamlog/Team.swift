@@ -1,0 +1,76 @@
+import ArgumentParser
+import TeamLog
+import TeamLogStore
+
+/// `teamlog team TEAM [--json]`.
+struct Team: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show a team: information, modes and members.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Argument(help: "The team id.")
+    var team: String
+
+    @Flag(help: "Print the SPEC §5 JSON shape.")
+    var json = false
+
+    func run() throws {
+        let store = try openForQuery(storeOptions.path)
+        guard let view = try store.teamView(team) else {
+            printErr("teamlog: no team \(team)")
+            throw ExitCode(1)
+        }
+        if json {
+            try printOut(view.jsonString)
+        } else {
+            try printOut(TeamTable.render(view))
+        }
+    }
+}
+
+/// Opens an existing store for reading.
+func openForQuery(_ path: String) throws -> Store {
+    var options = Store.Options()
+    options.readOnly = true
+    do {
+        return try Store(path: path, options: options, loadState: false)
+    } catch {
+        throw CLIError("cannot open store \(path): \(error)")
+    }
+}
+
+/// The readable form of a team view.
+enum TeamTable {
+    static func text(_ v: JSONValue?) -> String {
+        switch v {
+        case .string(let s)?: s
+        case .int(let n)?: String(n)
+        case .bool(let b)?: b ? "yes" : "no"
+        case .null?, nil: "-"
+        default: v!.jsonString
+        }
+    }
+
+    static func render(_ view: JSONValue) -> String {
+        var lines: [String] = []
+        lines.append("team \(text(view["team"])) (\(text(view["kind"])))  \"\(text(view["name"]))\"")
+        for key in ["owner", "intro", "announcement", "avatar", "joinMode", "inviteMode", "beInviteMode",
+                    "updateInfoMode", "muted", "dismissed", "memberCount"] {
+            lines.append("  \(key.padding(15))\(text(view[key]))")
+        }
+        guard case .array(let members)? = view["members"] else { return lines.joined(separator: "\n") }
+        let width = max(4, members.map { text($0["user"]).count }.max() ?? 4)
+        lines.append("")
+        lines.append("  \("USER".padding(width + 2))\("ROLE".padding(9))\("NOTIFY".padding(13))MUTED UNTIL")
+        for m in members {
+            lines.append("  \(text(m["user"]).padding(width + 2))\(text(m["role"]).padding(9))\(text(m["notify"]).padding(13))\(text(m["mutedUntil"]))")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension String {
+    func padding(_ width: Int) -> String {
+        count >= width ? self + " " : self + String(repeating: " ", count: width - count)
+    }
+}

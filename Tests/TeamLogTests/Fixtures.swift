@@ -1,0 +1,85 @@
+import TeamLog
+import TestSupport
+
+/// A pure in-memory processor for rule tests: decide + apply on a `World`, no store.
+struct Machine {
+    var world: World
+    var now: Int64 = 1_000
+    var outputs: [Output] = []
+
+    init(config: Config = Config()) { world = World(config: config) }
+
+    /// Parses and submits a line; returns the rejection, if any.
+    @discardableResult
+    mutating func run(_ line: String) -> Rejection? {
+        switch OpParser.parse(line: line) {
+        case .failure(let r): return r
+        case .success(let op):
+            switch world.decide(op, now: now) {
+            case .failure(let r): return r
+            case .success(let event):
+                outputs.removeAll()
+                world.apply(event, into: &outputs)
+                world.checkInvariants()
+                return nil
+            }
+        }
+    }
+
+    /// Runs lines that must all be accepted.
+    mutating func setup(_ lines: [String]) {
+        for l in lines {
+            if let r = run(l) { fatalError("setup line rejected: \(l) → \(r)") }
+        }
+    }
+
+    var tips: [Tip] { outputs.compactMap { if case .tip(let t) = $0 { t } else { nil } } }
+    var notices: [Notice] { outputs.compactMap { if case .notice(let n) = $0 { n } else { nil } } }
+}
+
+/// Shorthand for an op line.
+func op(_ name: String, _ actor: String, _ fields: KeyValuePairs<String, Any> = [:]) -> String {
+    var pairs: [(String, Any)] = [("op", name), ("actor", actor)]
+    pairs += fields.map { ($0.key, $0.value) }
+    func value(_ v: Any) -> JSONValue {
+        switch v {
+        case let s as String: return .string(s)
+        case let b as Bool: return .bool(b)
+        case let n as Int: return .int(Int64(n))
+        case let n as Int64: return .int(n)
+        case let a as [String]: return .array(a.map { .string($0) })
+        case let d as KeyValuePairs<String, Any>: return .object(d.map { ($0.key, value($0.value)) })
+        case let j as JSONValue: return j
+        default: fatalError("unsupported \(v)")
+        }
+    }
+    return JSONValue.object(pairs.map { ($0.0, value($0.1)) }).jsonString
+}
+
+/// The standard team: `t1` owned by `own`, manager `mgr`, normal members `a` and `b`; apply join mode,
+/// manager invite and update modes, no consent needed.
+let baseTeam: [String] = [
+    op("team.create", "own", ["team": "t1", "name": "Ops", "members": ["mgr", "a", "b"]]),
+    op("team.addManagers", "own", ["team": "t1", "targets": ["mgr"]]),
+]
+
+/// Setup lines plus one op and the expected outcome (`nil`: accepted).
+struct RuleCase: CustomTestStringConvertible, Sendable {
+    let name: String
+    let setup: [String]
+    let op: String
+    let expect: RejectionCode?
+    var config: Config = Config()
+
+    init(_ name: String, _ setup: [String] = baseTeam, _ op: String, _ expect: RejectionCode?, config: Config = Config()) {
+        self.name = name
+        self.setup = setup
+        self.op = op
+        self.expect = expect
+        self.config = config
+    }
+
+    var testDescription: String { name }
+}
+
+import Testing

@@ -1,0 +1,111 @@
+public import TeamLog
+public import TeamLogStore
+
+/// A store in a temporary directory with a processor that collects output records, for tests.
+public final class StoreHarness {
+    public let directory: TemporaryDirectory
+    public private(set) var store: Store
+    public private(set) var processor: Processor
+    /// Output bytes handed to the sink (committed records only).
+    public private(set) var output: [UInt8] = []
+    /// The fixed clock for ops without `ts`.
+    public var now: Int64 = 1_000_000
+    private var lineNumber = 0
+    private let options: Store.Options
+    private let processorOptions: Processor.Options
+
+    public init(config: Config = Config(), mapSize: Int = 1 << 20, batchSize: Int = 10_000) throws {
+        directory = TemporaryDirectory()
+        var o = Store.Options()
+        o.config = config
+        o.mapSize = mapSize
+        o.noSync = true
+        options = o
+        var p = Processor.Options()
+        p.batchSize = batchSize
+        processorOptions = p
+        store = try Store(path: directory.child("store"), options: o)
+        processor = Processor(store: store, options: p) { _ in }
+        rewire()
+    }
+
+    private func rewire() {
+        processor = Processor(store: store, options: processorOptions, clock: { [unowned self] in now }) {
+            [unowned self] bytes in output += bytes
+        }
+    }
+
+    /// Path of the store.
+    public var path: String { directory.child("store") }
+
+    /// Feeds lines, commits, and returns the records they produced (parsed).
+    @discardableResult
+    public func feed(_ lines: [String]) throws -> [JSONValue] {
+        let before = output.count
+        for line in lines {
+            lineNumber += 1
+            try processor.process(.text(number: lineNumber, bytes: Array(line.utf8)))
+        }
+        try processor.commit()
+        let text = output[before...]
+        return try text.split(separator: 0x0A).map { try JSONParser.parse(Array($0)) }
+    }
+
+    /// Feeds one line and returns its records.
+    @discardableResult
+    public func feed(_ line: String) throws -> [JSONValue] { try feed([line]) }
+
+    /// Closes and reopens the store (projections loaded from disk).
+    public func reopen() throws {
+        processor = Processor(store: store, options: processorOptions) { _ in }
+        store = try Store(path: path, options: options)
+        rewire()
+    }
+
+    /// The team query's JSON.
+    public func team(_ id: String) throws -> JSONValue? { try store.teamView(id) }
+}
+
+extension JSONValue {
+    /// The string value, if this is a string.
+    public var stringValue: String? {
+        if case .string(let s) = self { return s }
+        return nil
+    }
+
+    /// The integer value, if this is an integer.
+    public var intValue: Int64? {
+        if case .int(let n) = self { return n }
+        return nil
+    }
+
+    /// The bool value, if this is a bool.
+    public var boolValue: Bool? {
+        if case .bool(let b) = self { return b }
+        return nil
+    }
+
+    /// The elements, if this is an array.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let a) = self { return a }
+        return nil
+    }
+}
+
+/// Builds an op line from pairs, for readable tests.
+public func line(_ pairs: KeyValuePairs<String, Any>) -> String {
+    func value(_ v: Any) -> JSONValue {
+        switch v {
+        case let s as String: return .string(s)
+        case let b as Bool: return .bool(b)
+        case let n as Int: return .int(Int64(n))
+        case let n as Int64: return .int(n)
+        case let a as [String]: return .array(a.map { .string($0) })
+        case let a as [Any]: return .array(a.map(value))
+        case let d as KeyValuePairs<String, Any>: return .object(d.map { ($0.key, value($0.value)) })
+        case let j as JSONValue: return j
+        default: fatalError("unsupported test value \(v)")
+        }
+    }
+    return JSONValue.object(pairs.map { ($0.key, value($0.value)) }).jsonString
+}
