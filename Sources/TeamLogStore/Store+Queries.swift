@@ -25,7 +25,7 @@ extension Store {
             members.append(try ProjectionCodec.decodeMember(user: user, value))
             return true
         }
-        members.sort { ($0.joinSeq, $0.user) < ($1.joinSeq, $1.user) }
+        members.sort { ($0.joinSeq, $0.slot) < ($1.joinSeq, $1.slot) }
         return Self.teamJSON(team, memberCount: count, members: members, now: lastTs)
     }
 

@@ -104,13 +104,14 @@ public struct TeamWorkload {
         guard !creating, let team = randomTeam() else { return create() }
         let admin = member(of: team) { $0.role.isAdmin }!
         let anyone = member(of: team)!
+        let fallback = Op(actor: anyone.user, body: .memberSetNotify(team: team.id, state: .all))
         let roll = Int.random(in: 0..<100, using: &rng)
         let body: OpBody
         var actor = admin.user
         switch roll {
         case 0..<14:
             let targets = nonMembers(of: team, Int.random(in: 1...3, using: &rng))
-            if targets.isEmpty { return create() }
+            if targets.isEmpty { return fallback }
             body = .teamInvite(team: team.id, targets: targets)
         case 14..<22:
             if let (invitee, inviters) = team.invites.first {
@@ -133,10 +134,10 @@ public struct TeamWorkload {
                 actor = anyone.user
             }
         case 40..<48:
-            guard let target = member(of: team, where: { $0.role == .normal }) else { return create() }
+            guard let target = member(of: team, where: { $0.role == .normal }) else { return fallback }
             body = .teamKick(team: team.id, targets: [target.user])
         case 48..<56:
-            guard let leaver = member(of: team, where: { $0.role != .owner }) else { return create() }
+            guard let leaver = member(of: team, where: { $0.role != .owner }) else { return fallback }
             actor = leaver.user
             body = .teamLeave(team: team.id)
         case 56..<66:
@@ -155,13 +156,13 @@ public struct TeamWorkload {
         case 66..<70:
             body = .teamMuteAll(team: team.id, muted: !team.muted)
         case 70..<76:
-            guard let target = member(of: team, where: { $0.role == .normal }) else { return create() }
+            guard let target = member(of: team, where: { $0.role == .normal }) else { return fallback }
             let owner = team.member(team.owner)!
             actor = owner.user
             body = rng.chance(0.6) ? .teamAddManagers(team: team.id, targets: [target.user])
                 : .teamRemoveManagers(team: team.id, targets: [member(of: team) { $0.role == .manager }?.user ?? target.user])
         case 76..<84:
-            guard let target = member(of: team, where: { $0.role == .normal }) else { return create() }
+            guard let target = member(of: team, where: { $0.role == .normal }) else { return fallback }
             let muted = target.mutedUntil == nil
             body = .teamMuteMember(team: team.id, target: target.user, muted: muted,
                                    until: muted && rng.chance(0.5) ? ts + 3_600_000 : nil)
@@ -169,12 +170,12 @@ public struct TeamWorkload {
             actor = anyone.user
             body = .memberSetNotify(team: team.id, state: NotifyState.allCases.randomElement(using: &rng)!)
         case 95..<98:
-            guard let target = member(of: team, where: { $0.role != .owner }) else { return create() }
+            guard let target = member(of: team, where: { $0.role != .owner }) else { return fallback }
             actor = team.owner
             body = .teamTransferOwner(team: team.id, target: target.user, leave: rng.chance(0.3))
         default:
             actor = team.owner
-            body = rng.chance(0.3) ? .teamDismiss(team: team.id) : .teamMuteAll(team: team.id, muted: !team.muted)
+            body = rng.chance(0.05) ? .teamDismiss(team: team.id) : .teamMuteAll(team: team.id, muted: !team.muted)
         }
         return Op(actor: actor, body: body)
     }

@@ -37,25 +37,6 @@ struct Machine {
     var notices: [Notice] { outputs.compactMap { if case .notice(let n) = $0 { n } else { nil } } }
 }
 
-/// Shorthand for an op line.
-func op(_ name: String, _ actor: String, _ fields: KeyValuePairs<String, Any> = [:]) -> String {
-    var pairs: [(String, Any)] = [("op", name), ("actor", actor)]
-    pairs += fields.map { ($0.key, $0.value) }
-    func value(_ v: Any) -> JSONValue {
-        switch v {
-        case let s as String: return .string(s)
-        case let b as Bool: return .bool(b)
-        case let n as Int: return .int(Int64(n))
-        case let n as Int64: return .int(n)
-        case let a as [String]: return .array(a.map { .string($0) })
-        case let d as KeyValuePairs<String, Any>: return .object(d.map { ($0.key, value($0.value)) })
-        case let j as JSONValue: return j
-        default: fatalError("unsupported \(v)")
-        }
-    }
-    return JSONValue.object(pairs.map { ($0.0, value($0.1)) }).jsonString
-}
-
 /// The standard team: `t1` owned by `own`, manager `mgr`, normal members `a` and `b`; apply join mode,
 /// manager invite and update modes, no consent needed.
 let baseTeam: [String] = [

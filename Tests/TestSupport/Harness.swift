@@ -92,20 +92,42 @@ extension JSONValue {
     }
 }
 
-/// Builds an op line from pairs, for readable tests.
-public func line(_ pairs: KeyValuePairs<String, Any>) -> String {
-    func value(_ v: Any) -> JSONValue {
-        switch v {
-        case let s as String: return .string(s)
-        case let b as Bool: return .bool(b)
-        case let n as Int: return .int(Int64(n))
-        case let n as Int64: return .int(n)
-        case let a as [String]: return .array(a.map { .string($0) })
-        case let a as [Any]: return .array(a.map(value))
-        case let d as KeyValuePairs<String, Any>: return .object(d.map { ($0.key, value($0.value)) })
-        case let j as JSONValue: return j
-        default: fatalError("unsupported test value \(v)")
-        }
+/// Shorthand for an op line: `op("team.leave", "a", ["team": "t1"])`.
+public func op(_ name: String, _ actor: String, _ fields: KeyValuePairs<String, Any> = [:]) -> String {
+    var pairs: [(String, JSONValue)] = [("op", .string(name)), ("actor", .string(actor))]
+    pairs += fields.map { ($0.key, jsonValue($0.value)) }
+    return JSONValue.object(pairs).jsonString
+}
+
+/// A test value as JSON.
+public func jsonValue(_ v: Any) -> JSONValue {
+    switch v {
+    case let s as String: return .string(s)
+    case let b as Bool: return .bool(b)
+    case let n as Int: return .int(Int64(n))
+    case let n as Int64: return .int(n)
+    case let n as UInt64: return .int(Int64(n))
+    case let a as [String]: return .array(a.map { .string($0) })
+    case let a as [Any]: return .array(a.map(jsonValue))
+    case let d as KeyValuePairs<String, Any>: return .object(d.map { ($0.key, jsonValue($0.value)) })
+    case let j as JSONValue: return j
+    default: fatalError("unsupported test value \(v)")
     }
-    return JSONValue.object(pairs.map { ($0.key, value($0.value)) }).jsonString
+}
+
+import TeamLogWorkload
+
+/// Lines of the seeded team workload.
+public enum TeamWorkloadProbe {
+    public static func lines(count: Int, seed: UInt64, users: Int = 300, teams: Int = 30, invalidShare: Double = 0.02,
+                             config: Config = Config()) -> [String] {
+        var o = TeamWorkload.Options()
+        o.seed = seed
+        o.users = users
+        o.teams = teams
+        o.maxInitialMembers = 60
+        o.invalidShare = invalidShare
+        var w = TeamWorkload(options: o, config: config)
+        return (0..<count).map { _ in w.next() }
+    }
 }

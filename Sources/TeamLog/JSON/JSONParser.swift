@@ -246,11 +246,10 @@ extension JSONParser {
                 }
                 let duplicate: Bool
                 if seen == nil && spill.isEmpty && filled < spans.count {
-                    duplicate = isDuplicate(key, span, among: UnsafeMutableBufferPointer(rebasing: staging[..<filled]),
-                        spans: spans)
+                    duplicate = isDuplicate(key, span, among: staging, spans: spans, count: filled)
                 } else {
                     if seen == nil {
-                        let keys = spill.isEmpty ? Array(staging[..<filled]).map(\.0) : spill.map(\.0)
+                        let keys = spill.isEmpty ? staging[..<filled].map(\.0) : spill.map(\.0)
                         seen = Set(keys.map(UTF8Key.init(string:)))
                     }
                     duplicate = !seen!.insert(UTF8Key(string: key)).inserted
@@ -294,14 +293,15 @@ extension JSONParser {
             }
         }
 
-        /// Whether `key` (scanned as `span`) equals one of the earlier keys of the same object.
+        /// Whether `key` (scanned as `span`) equals one of the first `count` staged keys of the same object.
         func isDuplicate(
             _ key: String,
             _ span: StringSpan,
             among earlier: UnsafeMutableBufferPointer<(String, JSONValue)>,
-            spans: UnsafeMutableBufferPointer<StringSpan>
+            spans: UnsafeMutableBufferPointer<StringSpan>,
+            count: Int
         ) -> Bool {
-            for k in earlier.indices {
+            for k in 0..<count {
                 let other = spans[k]
                 if !span.hasEscape && !other.hasEscape {
                     // Without escapes the raw bytes are the decoded bytes, so compare them in the input.
@@ -357,10 +357,18 @@ extension JSONParser {
             var hasEscape = false
             var nonASCII = false
             scan: while true {
-                // Eight bytes at a time: skip words with no quote, backslash or control byte (non-ASCII is noted).
+                // Eight bytes at a time: skip words with no quote, backslash or control byte (non-ASCII is noted),
+                // and jump straight to the first such byte when there is one.
                 while i + 8 <= count {
-                    let word = base.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                    if JSONParser.hasSpecialByte(word) { break }
+                    let word = UInt64(littleEndian: base.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+                    let hits = JSONParser.specialBytes(word)
+                    if hits != 0 {
+                        // Little-endian: the lowest flagged byte comes first in memory and is always a true hit.
+                        let before = hits.trailingZeroBitCount & ~7
+                        if word & ((1 << before) &- 1) & 0x8080_8080_8080_8080 != 0 { nonASCII = true }
+                        i += before >> 3
+                        break
+                    }
                     if word & 0x8080_8080_8080_8080 != 0 { nonASCII = true }
                     i += 8
                 }
@@ -403,7 +411,7 @@ extension JSONParser {
             return .string(String(decoding: scratch, as: UTF8.self))
         }
 
-        /// Checks the escape whose backslash is at `at` and returns the offset just past it.
+        /// Checks the escape whose backslash is at `offset` and returns the offset just past it.
         func validateEscape(at offset: Int, quote: Int) throws(JSONParseError) -> Int {
             guard offset + 1 < count else {
                 throw JSONParseError(offset: quote, message: "unterminated string")
@@ -540,10 +548,14 @@ extension JSONParser {
         count: Int,
         capacity: Int
     ) -> [Element] {
-        [Element](unsafeUninitializedCapacity: capacity) { storage, initialized in
-            storage.baseAddress!.moveInitialize(from: staging.baseAddress!, count: count)
-            initialized = count
+        // Appending moved elements (rather than `init(unsafeUninitializedCapacity:)`) stays on the specialized
+        // array paths; the unsafe initializer looks up generic metadata at runtime on every call.
+        var result: [Element] = []
+        result.reserveCapacity(capacity)
+        for offset in 0..<count {
+            result.append((staging.baseAddress! + offset).move())
         }
+        return result
     }
 
     /// Exact powers of ten for the number fast path (10^22 is the largest exactly representable one).
@@ -574,16 +586,22 @@ extension JSONParser {
         }
     }
 
-    /// True when some byte of the word is '"', '\\' or below 0x20. Exact "has zero byte" bit tricks: a borrow can
-    /// only flag extra bytes above a real hit, so a zero result is never wrong.
+    /// Flags (bit 7 of a byte) the bytes of a little-endian word that are '"', '\\' or below 0x20, using the
+    /// "has zero byte" bit trick. A borrow can only flag extra bytes above (after) a real hit, so a zero result is
+    /// exact and the lowest flag is always a real hit.
     @inline(__always)
-    static func hasSpecialByte(_ word: UInt64) -> Bool {
+    static func specialBytes(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         let quote = word ^ (ones &* 0x22)
         let backslash = word ^ (ones &* 0x5C)
         let hits = ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
-        return hits & highs != 0
+        return hits & 0x8080_8080_8080_8080
+    }
+
+    /// True when some byte of the word is '"', '\\' or below 0x20.
+    @inline(__always)
+    static func hasSpecialByte(_ word: UInt64) -> Bool {
+        specialBytes(word) != 0
     }
 
     /// Value of four hex digits at `offset`, or -1 if they are missing or not hex.

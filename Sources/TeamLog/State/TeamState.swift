@@ -66,9 +66,9 @@ public struct TeamState: Sendable, Equatable {
     /// Whether `user` is a member.
     public func isMember(_ user: String) -> Bool { slotOf[user] != nil }
 
-    /// Members in roster order: by join seq, then user id.
+    /// Members in roster order: by join seq, then slot (the order one op listed them in, owner first).
     public var roster: [Member] {
-        slots.compactMap { $0 }.sorted { ($0.joinSeq, $0.user) < ($1.joinSeq, $1.user) }
+        slots.compactMap { $0 }.sorted { ($0.joinSeq, $0.slot) < ($1.joinSeq, $1.slot) }
     }
 
     /// Member ids in roster order.
