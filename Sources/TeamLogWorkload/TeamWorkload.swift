@@ -75,8 +75,9 @@ public struct TeamWorkload {
 
     private mutating func randomTeam() -> TeamState? {
         guard !teamIds.isEmpty else { return nil }
-        for _ in 0..<4 {
-            let id = teamIds[Int.random(in: 0..<teamIds.count, using: &rng)]
+        let start = Int.random(in: 0..<teamIds.count, using: &rng)
+        for i in 0..<teamIds.count {
+            let id = teamIds[(start + i) % teamIds.count]
             if let t = model.teams[id], !t.dismissed { return t }
         }
         return nil

@@ -56,13 +56,16 @@ import TestSupport
         for table in ProjectionTable.allCases {
             let s = stored[table] ?? []
             let r = rebuilt[table] ?? []
-            #expect(s.count == r.count, "\(table): \(s.count) stored vs \(r.count) replayed")
-            #expect(s.map(\.0) == r.map(\.0), "\(table) keys")
-            #expect(s.map(\.1) == r.map(\.1), "\(table) values")
+            let sameKeys = s.map(\.0) == r.map(\.0)
+            let sameValues = s.map(\.1) == r.map(\.1)
+            #expect(sameKeys && sameValues, "\(table): \(s.count) stored vs \(r.count) replayed records differ")
         }
-        #expect(replay.world.teams == h.store.world.teams)
-        #expect(try h.store.audit().ok)
+        let sameTeams = replay.world.teams == h.store.world.teams
+        #expect(sameTeams, "replayed team state differs from the live state")
+        let report = try h.store.audit()
+        #expect(report.ok, "\(report.tables.compactMap(\.difference)) \(String(describing: report.chainProblem))")
     }
+
 
     /// Deterministic: the same log gives byte-identical projections in two stores.
     @Test func sameInputSameBytes() throws {
@@ -74,7 +77,8 @@ import TestSupport
         let pa = try a.store.env.read { txn in try a.store.storedProjections(in: txn) }
         let pb = try b.store.env.read { txn in try b.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {
-            #expect(pa[table]!.map(\.1) == pb[table]!.map(\.1), "\(table)")
+            let same = pa[table]!.map(\.1) == pb[table]!.map(\.1)
+            #expect(same, "\(table) differs between two stores fed the same input")
         }
         #expect(a.store.lastHash == b.store.lastHash)
     }

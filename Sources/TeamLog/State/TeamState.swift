@@ -25,9 +25,9 @@ public struct TeamState: Sendable, Equatable {
     public private(set) var slots: [Member?] = []
     /// Slot of each member.
     public private(set) var slotOf: [String: Int32] = [:]
-    /// Occupied slots as bits (bit `i` of word `i / 64`): finds the lowest free slot without a scan of
-    /// `slots`, and is the roster bitset the fan-out core works on.
-    public private(set) var occupied: [UInt64] = []
+    /// The fan-out core's view of the roster: presence, admins, notify states and online, per slot.
+    /// `bits.present` also finds the lowest free slot without a scan of `slots`.
+    public private(set) var bits = MemberBits()
     /// No free slot below word `freeHint` (a cache; not part of equality).
     private var freeHint: Int = 0
     /// Pending invitations: invitee → inviters, in the order they invited.
@@ -76,24 +76,24 @@ public struct TeamState: Sendable, Equatable {
 
     /// Adds a member in the lowest free slot.
     @discardableResult
-    public mutating func addMember(_ user: String, role: Role, joinSeq: UInt64) -> Member {
+    public mutating func addMember(_ user: String, role: Role, joinSeq: UInt64, online: Bool = false) -> Member {
         precondition(slotOf[user] == nil, "\(user) is already a member of \(id)")
         let slot = Int32(lowestFreeSlot())
         if Int(slot) == slots.count { slots.append(nil) }
-        setOccupied(Int(slot), true)
         let member = Member(user: user, role: role, joinSeq: joinSeq, slot: slot)
         slots[Int(slot)] = member
         slotOf[user] = slot
+        bits.refresh(Int(slot), member, online: online)
         return member
     }
 
     /// Restores a member record exactly as stored (used when loading projections).
-    public mutating func restoreMember(_ member: Member) {
+    public mutating func restoreMember(_ member: Member, online: Bool = false) {
         let slot = Int(member.slot)
         while slots.count <= slot { slots.append(nil) }
         precondition(slots[slot] == nil, "slot \(slot) of \(id) is taken")
         slots[slot] = member
-        setOccupied(slot, true)
+        bits.refresh(slot, member, online: online)
         freeHint = 0
         slotOf[member.user] = member.slot
     }
@@ -104,10 +104,10 @@ public struct TeamState: Sendable, Equatable {
         guard let slot = slotOf.removeValue(forKey: user) else { return nil }
         let member = slots[Int(slot)]
         slots[Int(slot)] = nil
-        setOccupied(Int(slot), false)
+        bits.refresh(Int(slot), nil, online: false)
         freeHint = min(freeHint, Int(slot) / 64)
         while let last = slots.last, last == nil { slots.removeLast() }
-        occupied.removeLast(occupied.count - (slots.count + 63) / 64)
+        bits.trim(words: (slots.count + 63) / 64)
         return member
     }
 
@@ -115,21 +115,23 @@ public struct TeamState: Sendable, Equatable {
     public mutating func updateMember(_ user: String, _ change: (inout Member) -> Void) {
         guard let slot = slotOf[user] else { return }
         change(&slots[Int(slot)]!)
+        bits.refresh(Int(slot), slots[Int(slot)], online: MemberBits.test(bits.online, Int(slot)))
+    }
+
+    /// Marks whether a member has an online device (the bit status messages read).
+    public mutating func setOnline(_ user: String, _ online: Bool) {
+        guard let slot = slotOf[user] else { return }
+        MemberBits.set(&bits.online, Int(slot), online)
     }
 
     /// The lowest slot no member holds (deterministic: a function of the roster alone).
     private mutating func lowestFreeSlot() -> Int {
         var w = freeHint
-        while w < occupied.count, occupied[w] == ~0 { w += 1 }
+        let present = bits.present
+        while w < present.count, present[w] == ~0 { w += 1 }
         freeHint = w
-        if w == occupied.count { return w * 64 }
-        return w * 64 + (~occupied[w]).trailingZeroBitCount
-    }
-
-    private mutating func setOccupied(_ slot: Int, _ on: Bool) {
-        let w = slot / 64
-        while occupied.count <= w { occupied.append(0) }
-        if on { occupied[w] |= 1 << UInt64(slot % 64) } else { occupied[w] &= ~(1 << UInt64(slot % 64)) }
+        if w == present.count { return w * 64 }
+        return w * 64 + (~present[w]).trailingZeroBitCount
     }
 
     /// Equal information, roster (with slots) and pending requests; caches are ignored.

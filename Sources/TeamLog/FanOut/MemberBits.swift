@@ -1,0 +1,78 @@
+/// The per-member attributes the fan-out rule reads, one bit per member slot, 64 slots a word.
+///
+/// Kept up to date by `TeamState` on every roster, role, notify and online change, so deciding a
+/// message is a handful of word-wise operations per 64 members instead of a lookup per member.
+public struct MemberBits: Sendable, Equatable {
+    /// Slots holding a member.
+    public var present: [UInt64] = []
+    /// Owner and managers.
+    public var admins: [UInt64] = []
+    /// Notify state `none`.
+    public var notifyNone: [UInt64] = []
+    /// Notify state `managerOnly`.
+    public var notifyManagerOnly: [UInt64] = []
+    /// Members with at least one online device.
+    public var online: [UInt64] = []
+
+    public init() {}
+
+    /// Words in use.
+    public var wordCount: Int { present.count }
+
+    mutating func ensure(words: Int) {
+        while present.count < words {
+            present.append(0)
+            admins.append(0)
+            notifyNone.append(0)
+            notifyManagerOnly.append(0)
+            online.append(0)
+        }
+    }
+
+    mutating func trim(words: Int) {
+        let drop = present.count - words
+        guard drop > 0 else { return }
+        present.removeLast(drop)
+        admins.removeLast(drop)
+        notifyNone.removeLast(drop)
+        notifyManagerOnly.removeLast(drop)
+        online.removeLast(drop)
+    }
+
+    @inline(__always)
+    static func set(_ words: inout [UInt64], _ slot: Int, _ on: Bool) {
+        let bit: UInt64 = 1 << UInt64(slot & 63)
+        if on { words[slot >> 6] |= bit } else { words[slot >> 6] &= ~bit }
+    }
+
+    @inline(__always)
+    static func test(_ words: [UInt64], _ slot: Int) -> Bool {
+        let w = slot >> 6
+        return w < words.count && words[w] & (1 << UInt64(slot & 63)) != 0
+    }
+
+    /// Sets every attribute bit of `slot` from a member record (or clears them for an empty slot).
+    mutating func refresh(_ slot: Int, _ member: Member?, online isOnline: Bool) {
+        ensure(words: slot / 64 + 1)
+        Self.set(&present, slot, member != nil)
+        Self.set(&admins, slot, member?.role.isAdmin ?? false)
+        Self.set(&notifyNone, slot, member?.notify == NotifyState.none)
+        Self.set(&notifyManagerOnly, slot, member?.notify == .managerOnly)
+        Self.set(&online, slot, member != nil && isOnline)
+    }
+
+    /// Number of set bits.
+    public static func count(_ words: [UInt64]) -> Int { words.reduce(0) { $0 + $1.nonzeroBitCount } }
+
+    /// Calls `body` with every set slot in ascending order.
+    @inline(__always)
+    public static func forEachSlot(_ words: [UInt64], _ body: (Int) -> Void) {
+        for (w, word) in words.enumerated() {
+            var bits = word
+            while bits != 0 {
+                body(w << 6 | bits.trailingZeroBitCount)
+                bits &= bits &- 1
+            }
+        }
+    }
+}

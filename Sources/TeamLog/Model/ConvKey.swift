@@ -1,0 +1,59 @@
+/// The shared identity of a conversation: a team's (by team id) or a p2p pair's (both users, sorted).
+/// Both sides of a p2p chat share one `ConvKey`; each sees it as `{"type":"p2p","id":<the other>}`.
+public struct ConvKey: Hashable, Sendable, Comparable {
+    public let kind: Conversation.Kind
+    /// Team id, or the two user ids joined by U+0001 (ids never hold control characters).
+    public let id: String
+
+    public init(team: String, kind: TeamKind) {
+        self.kind = kind == .team ? .team : .superTeam
+        id = team
+    }
+
+    public init(p2p a: String, _ b: String) {
+        kind = .p2p
+        id = a < b ? a + "\u{1}" + b : b + "\u{1}" + a
+    }
+
+    init(kind: Conversation.Kind, rawId: String) {
+        self.kind = kind
+        id = rawId
+    }
+
+    /// The two users of a p2p conversation.
+    public var pair: (String, String)? {
+        guard kind == .p2p, let sep = id.firstIndex(of: "\u{1}") else { return nil }
+        return (String(id[..<sep]), String(id[id.index(after: sep)...]))
+    }
+
+    /// How `user` names this conversation.
+    public func conversation(for user: String) -> Conversation {
+        if let (a, b) = pair { return Conversation(.p2p, a == user ? b : a) }
+        return Conversation(kind, id)
+    }
+
+    /// Key bytes: a kind letter then the id (`t`, `s`, `p`).
+    public var bytes: [UInt8] {
+        let letter: UInt8 = switch kind {
+        case .team: UInt8(ascii: "t")
+        case .superTeam: UInt8(ascii: "s")
+        case .p2p: UInt8(ascii: "p")
+        }
+        return [letter] + Array(id.utf8)
+    }
+
+    /// Parses `bytes`.
+    public init?(bytes: some Collection<UInt8>) {
+        guard let first = bytes.first else { return nil }
+        let kind: Conversation.Kind
+        switch first {
+        case UInt8(ascii: "t"): kind = .team
+        case UInt8(ascii: "s"): kind = .superTeam
+        case UInt8(ascii: "p"): kind = .p2p
+        default: return nil
+        }
+        self.init(kind: kind, rawId: String(decoding: bytes.dropFirst(), as: UTF8.self))
+    }
+
+    public static func < (a: ConvKey, b: ConvKey) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+}
