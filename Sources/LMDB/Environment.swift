@@ -59,22 +59,18 @@ public final class Environment: @unchecked Sendable {
         guard let handle else { throw LMDBError(code: .panic, message: "no environment", context: "mdb_env_create") }
         env = handle
         pthread_rwlock_init(&resizeLock, nil)
-        do {
-            try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
-            try check(mdb_env_set_maxreaders(env, UInt32(options.maxReaders)), "mdb_env_set_maxreaders")
-            try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
-            var flags = UInt32(MDB_NOTLS)
-            if options.noSync { flags |= UInt32(MDB_NOSYNC) }
-            if options.readOnly { flags |= UInt32(MDB_RDONLY) }
-            try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open \(path)")
-            var dead: Int32 = 0
-            try check(mdb_reader_check(env, &dead), "mdb_reader_check")
-            staleReadersCleared = Int(dead)
-        } catch {
-            mdb_env_close(env)
-            pthread_rwlock_destroy(&resizeLock)
-            throw error
-        }
+        // Every stored property is set from here on, so a throw releases `self` and `deinit` closes the
+        // handle and destroys the lock; closing them here as well was a double free.
+        try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
+        try check(mdb_env_set_maxreaders(env, UInt32(options.maxReaders)), "mdb_env_set_maxreaders")
+        try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
+        var flags = UInt32(MDB_NOTLS)
+        if options.noSync { flags |= UInt32(MDB_NOSYNC) }
+        if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+        try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open \(path)")
+        var dead: Int32 = 0
+        try check(mdb_reader_check(env, &dead), "mdb_reader_check")
+        staleReadersCleared = Int(dead)
     }
 
     deinit {
@@ -123,8 +119,16 @@ public final class Environment: @unchecked Sendable {
             try check(mdb_dbi_open(txn.txn, name, flags, &dbi), "mdb_dbi_open \(name)")
             return DatabaseHandle(dbi: dbi, name: name)
         }
-        if options.readOnly { return try read(run) }
-        return try write { (txn: WriteTransaction) in try run(txn) }
+        guard options.readOnly else { return try write { (txn: WriteTransaction) in try run(txn) } }
+        // Not `read`: it aborts, and LMDB closes a handle opened in a transaction that does not commit
+        // (every later use of it failed with EINVAL). A read-only transaction may commit.
+        pthread_rwlock_rdlock(&resizeLock)
+        defer { pthread_rwlock_unlock(&resizeLock) }
+        let txn = try Transaction(env: self, parent: nil, flags: UInt32(MDB_RDONLY))
+        defer { txn.abort() }
+        let handle = try run(txn)
+        try txn.commit()
+        return handle
     }
 
     /// Runs `body` in a read-only snapshot. Bytes borrowed inside must not escape it.

@@ -4,12 +4,12 @@ import TeamLog
 /// The named databases of a store.
 ///
 /// - `log`: big-endian seq → encoded event + chained hash (appended with `MDB_APPEND`)
-/// - `opIds`: opId → seq (idempotent ingestion)
+/// - `opIds`: opId → the first outcome: accepted seq, or the rejection (idempotent ingestion)
 /// - `meta`: `checkpoint` (last seq, time, hash) and `config`
 /// - `p.<table>`: the projections, one record per `ProjectionKey`
 struct Databases {
     let log: Database<BigEndianUInt64, RawBytes>
-    let opIds: Database<UTF8String, BigEndianUInt64>
+    let opIds: Database<UTF8String, OpIdOutcomeCodec>
     let meta: Database<UTF8String, RawBytes>
     let projections: [ProjectionTable: DatabaseHandle]
 

@@ -48,6 +48,7 @@ public final class Processor {
                 sink: @escaping ([UInt8]) throws -> Void) {
         self.store = store
         self.options = options
+        store.wantsDeliveries = options.emit == .all
         self.clock = clock
         self.sink = sink
     }
@@ -83,18 +84,25 @@ public final class Processor {
         switch try store.submit(op, now: clock()) {
         case .rejected(let rejection):
             reject(line, op.opId, rejection)
+            if op.opId != nil { try countTowardBatch() }
+        case .rejectedBefore(let rejection):
+            reject(line, op.opId, Rejection(rejection.code, rejection.reason + " (opId \(op.opId ?? "") was rejected before)"))
         case .duplicate(let seq):
             summary.duplicates += 1
             emit(.duplicate(line: line, opId: op.opId ?? "", seq: seq))
         case .accepted(let event, let outputs):
             summary.accepted += 1
-            inBatch += 1
             emit(.event(line: line, seq: event.seq, ts: event.ts, op: op.name))
             if options.emit == .all {
                 for output in outputs { emit(.output(output)) }
             }
-            if inBatch >= options.batchSize { try commit() }
+            try countTowardBatch()
         }
+    }
+
+    private func countTowardBatch() throws {
+        inBatch += 1
+        if inBatch >= options.batchSize { try commit() }
     }
 
     /// Commits what is pending and hands its records to the sink.

@@ -32,6 +32,7 @@ extension Store {
     /// Replays inside a given read snapshot.
     public func replay(in txn: Transaction, upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
         var world = World(config: world.config)
+        world.wantsDeliveries = false
         var hash = HashChain.genesis
         var expected: UInt64 = 1
         var problem: ChainProblem?

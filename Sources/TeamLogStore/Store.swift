@@ -26,6 +26,8 @@ public final class Store {
         case accepted(Event, [Output])
         case rejected(Rejection)
         case duplicate(seq: UInt64)
+        /// The op's `opId` was rejected before: the same rejection, not decided again.
+        case rejectedBefore(Rejection)
     }
 
     /// The LMDB environment (one directory).
@@ -39,7 +41,7 @@ public final class Store {
     public private(set) var committedSeq: UInt64
 
     private var pendingEvents: [(seq: UInt64, value: [UInt8])] = []
-    private var pendingOpIds: [String: UInt64] = [:]
+    private var pendingOpIds: [String: OpIdOutcome] = [:]
     private var pendingOutputsScratch: [Output] = []
     private var failed: StoreError?
 
@@ -64,21 +66,37 @@ public final class Store {
         committedSeq = meta.lastSeq
         world.lastSeq = meta.lastSeq
         world.lastTs = meta.lastTs
-        if loadState { try dbs.loadProjections(env, into: &world) }
+        if loadState {
+            try dbs.loadProjections(env, into: &world)
+            world.finishRestore()
+        }
         world.dirty = []
     }
 
-    /// Number of submitted ops not yet committed.
-    public var pendingCount: Int { pendingEvents.count }
+    /// Whether accepted messages produce `delivery` outputs with user lists (`--emit all`); the state is
+    /// the same either way.
+    public var wantsDeliveries: Bool {
+        get { world.wantsDeliveries }
+        set { world.wantsDeliveries = newValue }
+    }
+
+    /// Number of submitted ops (accepted, or rejected with an opId) not yet committed.
+    public var pendingCount: Int { max(pendingEvents.count, pendingOpIds.count) }
 
     /// Checks, decides and applies one op in memory; it becomes durable at the next `commit`.
     ///
     /// An op whose `opId` was accepted before (committed or pending) is a duplicate and changes nothing.
     public func submit(_ op: Op, now: Int64) throws -> Submission {
         if let failed { throw failed }
-        if let opId = op.opId, let seq = try seqOf(opId: opId) { return .duplicate(seq: seq) }
+        if let opId = op.opId, let outcome = try outcome(opId: opId) {
+            switch outcome {
+            case .accepted(let seq): return .duplicate(seq: seq)
+            case .rejected(let rejection): return .rejectedBefore(rejection)
+            }
+        }
         switch world.decide(op, now: now) {
         case .failure(let rejection):
+            if let opId = op.opId { pendingOpIds[opId] = .rejected(rejection) }
             return .rejected(rejection)
         case .success(let event):
             var outputs: [Output] = []
@@ -96,12 +114,18 @@ public final class Store {
         w.raw(hash)
         lastHash = hash
         pendingEvents.append((event.seq, w.bytes))
-        if let opId = event.op.opId { pendingOpIds[opId] = event.seq }
+        if let opId = event.op.opId { pendingOpIds[opId] = .accepted(seq: event.seq) }
     }
 
     /// The seq of the event accepted with `opId`, if any.
     public func seqOf(opId: String) throws -> UInt64? {
-        if let seq = pendingOpIds[opId] { return seq }
+        if case .accepted(let seq)? = try outcome(opId: opId) { return seq }
+        return nil
+    }
+
+    /// The first outcome of an op submitted with `opId`, if any.
+    public func outcome(opId: String) throws -> OpIdOutcome? {
+        if let outcome = pendingOpIds[opId] { return outcome }
         return try env.read { txn in try txn.get(dbs.opIds, opId) }
     }
 
@@ -109,7 +133,7 @@ public final class Store {
     /// write transaction. After a failure the store refuses further work (its memory is ahead of disk).
     public func commit() throws {
         if let failed { throw failed }
-        guard !pendingEvents.isEmpty || !world.dirty.isEmpty else { return }
+        guard !pendingEvents.isEmpty || !world.dirty.isEmpty || !pendingOpIds.isEmpty else { return }
         // Encode before the transaction: `write` may run its body again after growing the map.
         let changes = world.dirty.map { ProjectionCodec.record($0, in: world) }
         let checkpoint = Meta(lastSeq: world.lastSeq, lastTs: world.lastTs, lastHash: lastHash, config: nil)
@@ -120,8 +144,8 @@ public final class Store {
                 for (seq, value) in events {
                     try txn.put(dbs.log.handle, key: BigEndianUInt64.encoded(seq), value: value, flags: .append)
                 }
-                for (opId, seq) in opIds {
-                    try txn.put(dbs.opIds, opId, seq, flags: .noOverwrite)
+                for (opId, outcome) in opIds {
+                    try txn.put(dbs.opIds, opId, outcome, flags: .noOverwrite)
                 }
                 for (table, key, value) in changes {
                     let db = dbs.projection(table)

@@ -15,22 +15,23 @@ import TestSupport
             op("team.invite", "own", ["team": "t1", "targets": ["b"]]),
         ])
         let kinds = records.map { $0["kind"]?.stringValue ?? "?" }
-        #expect(kinds == ["event", "tip", "rejected", "rejected", "event", "tip"])
+        #expect(kinds == ["event", "tip", "delivery", "rejected", "rejected", "event", "tip", "delivery"])
         #expect(records[0]["line"]?.intValue == 1)
         #expect(records[0]["seq"]?.intValue == 1)
         #expect(records[0]["ts"]?.intValue == 10)
         #expect(records[0]["op"]?.stringValue == "team.create")
         #expect(records[1]["team"]?.stringValue == "t1")
         #expect(records[1]["text"]?.stringValue == "own created Ops")
-        #expect(records[2]["line"]?.intValue == 2)
-        #expect(records[2]["code"]?.stringValue == "badJSON")
-        #expect(records[2]["opId"] == .null)
-        #expect(records[3]["line"]?.intValue == 3)
-        #expect(records[3]["code"]?.stringValue == "ownerCannotLeave")
-        #expect(records[3]["opId"]?.stringValue == "k2")
-        #expect(records[4]["seq"]?.intValue == 2)
-        #expect(records[4]["line"]?.intValue == 4)
-        let tip = records[5]
+        #expect(records[2]["receivers"] == .array([.string("own"), .string("a")]))
+        #expect(records[3]["line"]?.intValue == 2)
+        #expect(records[3]["code"]?.stringValue == "badJSON")
+        #expect(records[3]["opId"] == .null)
+        #expect(records[4]["line"]?.intValue == 3)
+        #expect(records[4]["code"]?.stringValue == "ownerCannotLeave")
+        #expect(records[4]["opId"]?.stringValue == "k2")
+        #expect(records[5]["seq"]?.intValue == 2)
+        #expect(records[5]["line"]?.intValue == 4)
+        let tip = records[6]
         #expect(tip["nim"]?["operationType"]?.stringValue == "invite")
         #expect(tip["nim"]?["sourceID"]?.stringValue == "own")
         #expect(tip["nim"]?["targetIDs"] == .array([.string("b")]))
@@ -48,7 +49,7 @@ import TestSupport
         #expect(records.last?["opId"]?.stringValue == "same")
         // Within one batch too.
         let again = try h.feed([op("team.create", "x", ["team": "t3", "opId": "n"]), op("team.create", "x", ["team": "t4", "opId": "n"])])
-        #expect(again.map { $0["kind"]?.stringValue } == ["event", "tip", "duplicate"])
+        #expect(again.map { $0["kind"]?.stringValue } == ["event", "tip", "delivery", "duplicate"])
         #expect(h.store.world.teams["t4"] == nil)
     }
 

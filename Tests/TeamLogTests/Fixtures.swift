@@ -35,6 +35,7 @@ struct Machine {
 
     var tips: [Tip] { outputs.compactMap { if case .tip(let t) = $0 { t } else { nil } } }
     var notices: [Notice] { outputs.compactMap { if case .notice(let n) = $0 { n } else { nil } } }
+    var deliveries: [Delivery] { outputs.compactMap { if case .delivery(let d) = $0 { d } else { nil } } }
 }
 
 /// The standard team: `t1` owned by `own`, manager `mgr`, normal members `a` and `b`; apply join mode,

@@ -131,7 +131,8 @@ import TestSupport
         #expect(m.tips.map { $0.nim?.operationType } == ["transferOwner", "leave"])
         #expect(m.tips.map(\.messageId) == ["tip-3", "tip-3.1"])
         #expect(m.tips[1].zim?.eventValue == 5)
-        #expect(m.tips[1].recipients.contains("own"))
+        #expect(m.deliveries[1].receivers.contains("own"))
+        #expect(m.deliveries[0].receivers.contains("own"))
         #expect(m.world.teams["t1"]!.isMember("own") == false)
         #expect(m.world.teams["t1"]!.owner == "a")
     }
@@ -140,11 +141,14 @@ import TestSupport
         var m = Machine()
         m.setup(baseTeam)
         m.run(op("team.kick", "own", ["team": "t1", "targets": ["a"]]))
-        #expect(Set(m.tips[0].recipients) == ["own", "mgr", "b", "a"])
+        #expect(Set(m.deliveries[0].receivers) == ["own", "mgr", "b", "a"])
         m.run(op("team.leave", "b", ["team": "t1"]))
-        #expect(Set(m.tips[0].recipients) == ["own", "mgr", "b"])
+        #expect(Set(m.deliveries[0].receivers) == ["own", "mgr", "b"])
         m.run(op("team.dismiss", "own", ["team": "t1"]))
-        #expect(Set(m.tips[0].recipients) == ["own", "mgr"])
+        #expect(Set(m.deliveries[0].receivers) == ["own", "mgr"])
+        // Tips never alert: every receiver is silenced with reason `tip`.
+        #expect(m.deliveries[0].alerted.isEmpty)
+        #expect(m.deliveries[0].silenced.allSatisfy { $0.reason == .tip })
     }
 
     @Test func pendingRequestsAreNoticesNotTips() {

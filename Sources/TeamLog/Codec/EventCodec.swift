@@ -99,6 +99,35 @@ public enum EventCodec {
             w.bool(muted)
             w.zigzag(until ?? -1)
         case .memberSetNotify(let t, let state): w.u8(17); w.string(t); w.u8(index(state))
+        case .messageSend(let m):
+            w.u8(32)
+            conversation(m.to, into: &w)
+            w.string(m.messageId)
+            w.string(m.content.jsonString)
+            var flags: UInt8 = 0
+            if m.needReceipt { flags |= 1 }
+            if m.disableNotification { flags |= 2 }
+            if m.disableUpdateLastMessage { flags |= 4 }
+            if m.isCounted { flags |= 8 }
+            if m.isPersisted { flags |= 16 }
+            if m.isStatusMessage { flags |= 32 }
+            if m.directedUserIds != nil { flags |= 64 }
+            w.u8(flags)
+            if let d = m.directedUserIds { w.strings(d) }
+            w.varint(UInt64(m.metadata.count))
+            for (k, v) in m.metadata {
+                w.string(k)
+                w.string(v)
+            }
+            w.strings(m.mentions)
+        case .messageRead(let to, let upTo):
+            w.u8(33)
+            conversation(to, into: &w)
+            w.varint(upTo.map { $0 + 1 } ?? 0)
+        case .messageReceipt(let to, let ids): w.u8(34); conversation(to, into: &w); w.strings(ids)
+        case .messageModify(let id, let content): w.u8(35); w.string(id); w.string(content.jsonString)
+        case .clientLogin: w.u8(36)
+        case .clientLogout: w.u8(37)
         }
     }
 
@@ -152,8 +181,47 @@ public enum EventCodec {
             let until = try r.zigzag()
             return .teamMuteMember(team: t, target: target, muted: muted, until: until == -1 ? nil : until)
         case 17: return .memberSetNotify(team: try r.string(), state: try value(&r))
+        case 32:
+            var m = MessageSend(to: try conversation(&r), messageId: try r.string(), content: try json(&r))
+            let flags = try r.u8()
+            m.needReceipt = flags & 1 != 0
+            m.disableNotification = flags & 2 != 0
+            m.disableUpdateLastMessage = flags & 4 != 0
+            m.isCounted = flags & 8 != 0
+            m.isPersisted = flags & 16 != 0
+            m.isStatusMessage = flags & 32 != 0
+            if flags & 64 != 0 { m.directedUserIds = try r.strings() }
+            let n = try r.count()
+            for _ in 0..<n { m.metadata.append((try r.string(), try r.string())) }
+            m.mentions = try r.strings()
+            return .messageSend(m)
+        case 33:
+            let to = try conversation(&r)
+            let upTo = try r.varint()
+            return .messageRead(to: to, upTo: upTo == 0 ? nil : upTo - 1)
+        case 34: return .messageReceipt(to: try conversation(&r), messageIds: try r.strings())
+        case 35: return .messageModify(messageId: try r.string(), content: try json(&r))
+        case 36: return .clientLogin
+        case 37: return .clientLogout
         default: throw DecodeError("unknown op tag \(tag)")
         }
+    }
+
+    // MARK: Shared pieces
+
+    static func conversation(_ c: Conversation, into w: inout ByteWriter) {
+        w.u8(index(c.kind))
+        w.string(c.id)
+    }
+
+    static func conversation(_ r: inout ByteReader) throws(DecodeError) -> Conversation {
+        let kind: Conversation.Kind = try value(&r)
+        return Conversation(kind, try r.string())
+    }
+
+    static func json(_ r: inout ByteReader) throws(DecodeError) -> JSONValue {
+        let text = try r.string()
+        do { return try JSONParser.parse(text) } catch { throw DecodeError("stored content is not JSON: \(error.message)") }
     }
 
     // MARK: Enums as their case index

@@ -4,6 +4,7 @@
 /// the audit compares), so the stored and the replayed projections are byte-comparable.
 public enum ProjectionTable: String, Sendable, CaseIterable, Hashable {
     case teams, members, invites, applications
+    case messages, convs, counted, own, directed, userConvs, receipts, devices
 }
 
 /// Keys join ids with a 0x00 byte: ids never hold control characters, so keys sort by team, then user,
@@ -35,22 +36,170 @@ public enum ProjectionCodec {
                 return w.bytes
             }
             return (.applications, pairKey(team, applicant), value)
+        case .message(let id):
+            return (.messages, Array(id.utf8), world.messages[id].map(encodeMessage))
+        case .conv(let key):
+            return (.convs, key.bytes, world.convs[key].map { conv in
+                var w = ByteWriter()
+                w.u8(version)
+                writeRef(conv.last, &w)
+                w.varint(UInt64(conv.counted.count))
+                return w.bytes
+            })
+        case .counted(let key, let seq):
+            return (.counted, seqKey(key.bytes, seq), position(world.convs[key]?.counted, seq))
+        case .own(let key, let user, let seq):
+            return (.own, seqKey(key.bytes + [0] + Array(user.utf8), seq), position(world.convs[key]?.own[user], seq))
+        case .directed(let key, let user, let seq):
+            return (.directed, seqKey(key.bytes + [0] + Array(user.utf8), seq),
+                    position(world.convs[key]?.directed[user], seq))
+        case .userConv(let user, let key):
+            return (.userConvs, Array(user.utf8) + [0] + key.bytes, world.userConvs[user]?[key].map { uc in
+                var w = ByteWriter()
+                w.u8(version)
+                w.varint(uc.readSeq)
+                w.varint(uc.joinSeq)
+                w.varint(uc.leaveSeq.map { $0 + 1 } ?? 0)
+                writeRef(uc.last, &w)
+                return w.bytes
+            })
+        case .receipt(let id):
+            return (.receipts, Array(id.utf8), world.receipts[id].map { r in
+                var w = ByteWriter()
+                w.u8(version)
+                w.strings(r.receivers)
+                w.strings(r.read)
+                return w.bytes
+            })
+        case .devices(let user):
+            return (.devices, Array(user.utf8), world.devices[user].map { list in
+                var w = ByteWriter()
+                w.u8(version)
+                w.strings(list)
+                return w.bytes
+            })
         }
+    }
+
+    /// Every projection key of the state (what a full comparison covers).
+    public static func allKeys(_ world: World) -> [ProjectionKey] {
+        var keys: [ProjectionKey] = []
+        for (id, team) in world.teams {
+            keys.append(.team(id))
+            keys += team.slots.compactMap { $0 }.map { .member(id, $0.user) }
+            keys += team.invites.keys.map { .invite(id, $0) }
+            keys += team.applications.keys.map { .application(id, $0) }
+        }
+        keys += world.messages.keys.map { .message($0) }
+        for (key, conv) in world.convs {
+            keys.append(.conv(key))
+            keys += conv.counted.map { .counted(key, $0) }
+            for (user, seqs) in conv.own { keys += seqs.map { .own(key, user, $0) } }
+            for (user, seqs) in conv.directed { keys += seqs.map { .directed(key, user, $0) } }
+        }
+        for (user, convs) in world.userConvs { keys += convs.keys.map { .userConv(user, $0) } }
+        keys += world.receipts.keys.map { .receipt($0) }
+        keys += world.devices.keys.map { .devices($0) }
+        return keys
+    }
+
+    static func seqKey(_ prefix: [UInt8], _ seq: UInt64) -> [UInt8] {
+        var key = prefix
+        key.append(0)
+        withUnsafeBytes(of: seq.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    /// The 1-based position of `seq` in an ascending list, as a record value; `nil` when absent.
+    static func position(_ list: [UInt64]?, _ seq: UInt64) -> [UInt8]? {
+        guard let list else { return nil }
+        let n = list.countAtOrBelow(seq)
+        guard n > 0, list[n - 1] == seq else { return nil }
+        var w = ByteWriter(capacity: 6)
+        w.u8(version)
+        w.varint(UInt64(n))
+        return w.bytes
+    }
+
+    static func writeRef(_ ref: MessageRef?, _ w: inout ByteWriter) {
+        w.bool(ref != nil)
+        if let ref {
+            w.varint(ref.seq)
+            w.string(ref.messageId)
+        }
+    }
+
+    static func readRef(_ r: inout ByteReader) throws(DecodeError) -> MessageRef? {
+        guard try r.bool() else { return nil }
+        return MessageRef(seq: try r.varint(), messageId: try r.string())
+    }
+
+    public static func encodeMessage(_ m: StoredMessage) -> [UInt8] {
+        var w = ByteWriter(capacity: 96)
+        w.u8(version)
+        w.varint(m.seq)
+        w.zigzag(m.ts)
+        let conv = m.conv.bytes
+        w.varint(UInt64(conv.count))
+        w.raw(conv)
+        w.string(m.sender)
+        var flags: UInt8 = 0
+        if m.isTip { flags |= 1 }
+        if m.stored { flags |= 2 }
+        if m.needReceipt { flags |= 4 }
+        if m.hasChanged { flags |= 8 }
+        if m.directedUserIds != nil { flags |= 16 }
+        if m.modifiedBy != nil { flags |= 32 }
+        w.u8(flags)
+        if m.stored { w.string(m.content.jsonString) }
+        if let d = m.directedUserIds { w.strings(d) }
+        if let by = m.modifiedBy {
+            w.string(by)
+            w.zigzag(m.modifiedTs ?? 0)
+        }
+        return w.bytes
+    }
+
+    /// Decodes a stored message record on its own (queries).
+    public static func decodeMessage(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> StoredMessage {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let m = try decodeMessage(&r)
+        try r.expectEnd()
+        return m
+    }
+
+    static func decodeMessage(_ r: inout ByteReader) throws(DecodeError) -> StoredMessage {
+        let seq = try r.varint()
+        let ts = try r.zigzag()
+        let convBytes = Array(try r.raw(try r.count()))
+        guard let conv = ConvKey(bytes: convBytes) else { throw DecodeError("bad conversation key in message") }
+        let sender = try r.string()
+        let flags = try r.u8()
+        var content = JSONValue.null
+        if flags & 2 != 0 {
+            let text = try r.string()
+            do { content = try JSONParser.parse(text) } catch { throw DecodeError("stored content is not JSON") }
+        }
+        var m = StoredMessage(seq: seq, ts: ts, conv: conv, sender: sender, content: content, isTip: flags & 1 != 0,
+                              stored: flags & 2 != 0)
+        m.needReceipt = flags & 4 != 0
+        m.hasChanged = flags & 8 != 0
+        if flags & 16 != 0 { m.directedUserIds = try r.strings() }
+        if flags & 32 != 0 {
+            m.modifiedBy = try r.string()
+            m.modifiedTs = try r.zigzag()
+        }
+        return m
     }
 
     /// Every record of the state, table by table, keys in byte order (as LMDB stores them).
     public static func allRecords(_ world: World) -> [ProjectionTable: [([UInt8], [UInt8])]] {
         var out: [ProjectionTable: [([UInt8], [UInt8])]] = [:]
         for table in ProjectionTable.allCases { out[table] = [] }
-        for (id, team) in world.teams {
-            var keys: [ProjectionKey] = [.team(id)]
-            keys += team.slots.compactMap { $0 }.map { .member(id, $0.user) }
-            keys += team.invites.keys.map { .invite(id, $0) }
-            keys += team.applications.keys.map { .application(id, $0) }
-            for key in keys {
-                let (table, k, v) = record(key, in: world)
-                if let v { out[table]!.append((k, v)) }
-            }
+        for key in allKeys(world) {
+            let (table, k, v) = record(key, in: world)
+            if let v { out[table]!.append((k, v)) }
         }
         for table in ProjectionTable.allCases {
             out[table]!.sort { $0.0.lexicographicallyPrecedes($1.0) }
@@ -81,6 +230,43 @@ public enum ProjectionCodec {
             let (team, applicant) = try splitKey(key)
             guard world.teams[team] != nil else { throw DecodeError("application to unknown team \(team)") }
             world.teams[team]!.applications[applicant] = try r.string()
+        case .messages:
+            world.messages[String(decoding: key, as: UTF8.self)] = try decodeMessage(&r)
+        case .convs:
+            guard let conv = ConvKey(bytes: key) else { throw DecodeError("bad conversation key") }
+            world.convs[conv, default: ConvState()].last = try readRef(&r)
+            _ = try r.varint()
+        case .counted, .own, .directed:
+            let (conv, user, seq) = try splitSeqKey(key, hasUser: table != .counted)
+            let position = try r.varint()
+            var state = world.convs[conv] ?? ConvState()
+            switch table {
+            case .counted: state.counted.append(seq)
+            case .own: state.own[user, default: []].append(seq)
+            default: state.directed[user, default: []].append(seq)
+            }
+            let count = table == .counted ? state.counted.count
+                : table == .own ? state.own[user]!.count : state.directed[user]!.count
+            guard position == UInt64(count) else { throw DecodeError("\(table.rawValue) position \(position) != \(count)") }
+            world.convs[conv] = state
+        case .userConvs:
+            guard let zero = key.firstIndex(of: 0), let conv = ConvKey(bytes: key[(zero + 1)...]) else {
+                throw DecodeError("bad userConvs key")
+            }
+            let user = String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self)
+            var uc = UserConv()
+            uc.readSeq = try r.varint()
+            uc.joinSeq = try r.varint()
+            let leave = try r.varint()
+            uc.leaveSeq = leave == 0 ? nil : leave - 1
+            uc.last = try readRef(&r)
+            world.userConvs[user, default: [:]][conv] = uc
+        case .receipts:
+            var tally = ReceiptState(receivers: try r.strings())
+            tally.restoreRead(try r.strings())
+            world.receipts[String(decoding: key, as: UTF8.self)] = tally
+        case .devices:
+            world.devices[String(decoding: key, as: UTF8.self)] = try r.strings()
         }
         try r.expectEnd()
     }
@@ -100,6 +286,22 @@ public enum ProjectionCodec {
         var key = Array(a.utf8)
         key.append(0)
         return key
+    }
+
+    /// conv 0 [user 0] seq(8, big-endian).
+    static func splitSeqKey(_ key: UnsafeRawBufferPointer, hasUser: Bool) throws(DecodeError) -> (ConvKey, String, UInt64) {
+        guard key.count > 9 else { throw DecodeError("index key too short") }
+        let seq = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self))
+        let head = key[..<(key.count - 9)]
+        guard key[key.count - 9] == 0 else { throw DecodeError("index key without separator") }
+        if !hasUser {
+            guard let conv = ConvKey(bytes: head) else { throw DecodeError("bad conversation key") }
+            return (conv, "", seq)
+        }
+        guard let zero = head.firstIndex(of: 0), let conv = ConvKey(bytes: head[..<zero]) else {
+            throw DecodeError("bad index key")
+        }
+        return (conv, String(decoding: UnsafeRawBufferPointer(rebasing: head[(zero + 1)...]), as: UTF8.self), seq)
     }
 
     static func splitKey(_ key: UnsafeRawBufferPointer) throws(DecodeError) -> (String, String) {

@@ -97,6 +97,14 @@ public enum OpBody: Sendable, Equatable {
     case teamRemoveManagers(team: String, targets: [String])
     case teamMuteMember(team: String, target: String, muted: Bool, until: Int64?)
     case memberSetNotify(team: String, state: NotifyState)
+    case messageSend(MessageSend)
+    case messageRead(to: Conversation, upTo: UInt64?)
+    case messageReceipt(to: Conversation, messageIds: [String])
+    case messageModify(messageId: String, content: JSONValue)
+    /// The op's `device` comes online.
+    case clientLogin
+    /// The op's `device` goes offline.
+    case clientLogout
 
     /// The op name as written in the input.
     public var name: String {
@@ -118,6 +126,12 @@ public enum OpBody: Sendable, Equatable {
         case .teamRemoveManagers: "team.removeManagers"
         case .teamMuteMember: "team.muteMember"
         case .memberSetNotify: "member.setNotify"
+        case .messageSend: "message.send"
+        case .messageRead: "message.read"
+        case .messageReceipt: "message.receipt"
+        case .messageModify: "message.modify"
+        case .clientLogin: "client.login"
+        case .clientLogout: "client.logout"
         }
     }
 
@@ -131,6 +145,9 @@ public enum OpBody: Sendable, Equatable {
             .teamAddManagers(let t, _), .teamRemoveManagers(let t, _), .teamMuteMember(let t, _, _, _),
             .memberSetNotify(let t, _):
             t
+        case .messageSend(let m): m.to.kind == .p2p ? nil : m.to.id
+        case .messageRead(let to, _), .messageReceipt(let to, _): to.kind == .p2p ? nil : to.id
+        case .messageModify, .clientLogin, .clientLogout: nil
         }
     }
 }

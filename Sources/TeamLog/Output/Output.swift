@@ -2,4 +2,5 @@
 public enum Output: Sendable, Equatable {
     case tip(Tip)
     case notice(Notice)
+    case delivery(Delivery)
 }

@@ -48,12 +48,40 @@ public enum Record: Sendable, Equatable {
             w.writeRaw("}")
         case .output(.tip(let tip)):
             w.write(tip.json)
+        case .output(.delivery(let d)):
+            w.writeRaw("{\"kind\":\"delivery\",\"seq\":")
+            w.writeInt(Int64(d.seq))
+            w.writeRaw(",\"to\":")
+            w.write(d.to.json)
+            w.writeRaw(",\"messageId\":")
+            w.writeString(d.messageId)
+            w.writeRaw(",\"receivers\":")
+            Self.writeList(d.receivers, into: &w)
+            w.writeRaw(",\"alerted\":")
+            Self.writeList(d.alerted, into: &w)
+            w.writeRaw(",\"silenced\":{")
+            for (i, s) in d.silenced.enumerated() {
+                if i > 0 { w.writeRaw(",") }
+                w.writeString(s.user)
+                w.writeRaw(":")
+                w.writeString(s.reason.rawValue)
+            }
+            w.writeRaw("}}")
         case .output(.notice(let n)):
             w.write(.object([
                 ("kind", .string("notice")), ("seq", .int(Int64(n.seq))), ("to", .string(n.to)),
                 ("type", .string(n.type.rawValue)), ("team", .string(n.team)), ("from", .string(n.from)),
             ]))
         }
+    }
+
+    static func writeList(_ list: [String], into w: inout JSONWriter) {
+        w.writeRaw("[")
+        for (i, s) in list.enumerated() {
+            if i > 0 { w.writeRaw(",") }
+            w.writeString(s)
+        }
+        w.writeRaw("]")
     }
 
     /// The record as a JSON line (no newline).

@@ -56,6 +56,28 @@ extension OpBody {
             if let until { pairs.append(("until", .int(until))) }
             return pairs
         case .memberSetNotify(let t, let state): return [("team", .string(t)), ("state", .string(state.rawValue))]
+        case .messageSend(let m):
+            var pairs: [(String, JSONValue)] = [("to", m.to.json), ("messageId", .string(m.messageId)), ("content", m.content)]
+            if m.needReceipt { pairs.append(("needReceipt", .bool(true))) }
+            if let d = m.directedUserIds { pairs.append(("directedUserIds", Self.ids(d))) }
+            if m.disableNotification { pairs.append(("disableNotification", .bool(true))) }
+            if m.disableUpdateLastMessage { pairs.append(("disableUpdateLastMessage", .bool(true))) }
+            if !m.isPersisted { pairs.append(("isPersisted", .bool(false))) }
+            if !m.isCounted && m.isPersisted && !m.isStatusMessage { pairs.append(("isCounted", .bool(false))) }
+            if m.isStatusMessage { pairs.append(("isStatusMessage", .bool(true))) }
+            if !m.metadata.isEmpty { pairs.append(("metadata", .object(m.metadata.map { ($0.key, .string($0.value)) }))) }
+            if !m.mentions.isEmpty { pairs.append(("mentions", Self.ids(m.mentions))) }
+            return pairs
+        case .messageRead(let to, let upTo):
+            return [("to", to.json)] + (upTo.map { [("upTo", JSONValue.int(Int64($0)))] } ?? [])
+        case .messageReceipt(let to, let ids): return [("to", to.json), ("messageIds", Self.ids(ids))]
+        case .messageModify(let id, let content): return [("messageId", .string(id)), ("content", content)]
+        case .clientLogin, .clientLogout: return []
         }
     }
+}
+
+extension Conversation {
+    /// `{"type":…,"id":…}`.
+    public var json: JSONValue { .object([("type", .string(kind.rawValue)), ("id", .string(id))]) }
 }

@@ -150,6 +150,47 @@ public enum OpParser {
         "member.setNotify": { f throws(Rejection) in
             .memberSetNotify(team: try f.requiredId("team"), state: try f.requiredEnum("state"))
         },
+        "message.send": { f throws(Rejection) in
+            var m = MessageSend(to: try f.requiredConversation("to"), messageId: try f.requiredId("messageId"),
+                                content: try f.requiredContent("content"))
+            if Ids.isReservedTipId(m.messageId) {
+                throw Rejection(.badId, "message id \"\(m.messageId)\" has the form reserved for tips (tip-<seq>)")
+            }
+            m.needReceipt = try f.optionalBool("needReceipt") ?? false
+            m.directedUserIds = try f.optionalIdList("directedUserIds")
+            if m.directedUserIds?.isEmpty == true { throw Rejection(.badField, "field \"directedUserIds\" is empty") }
+            m.disableNotification = try f.optionalBool("disableNotification") ?? false
+            m.disableUpdateLastMessage = try f.optionalBool("disableUpdateLastMessage") ?? false
+            m.isStatusMessage = try f.optionalBool("isStatusMessage") ?? false
+            m.isPersisted = try f.optionalBool("isPersisted") ?? true
+            let counted = try f.optionalBool("isCounted")
+            if counted == true && !m.isPersisted {
+                throw Rejection(.badField, "field \"isCounted\" needs \"isPersisted\": an unstored message cannot count")
+            }
+            // Unstored and status messages never count; `isCounted` defaults to true only for stored ones.
+            m.isCounted = (counted ?? true) && m.isPersisted && !m.isStatusMessage
+            m.metadata = try f.optionalStringMap("metadata")
+            m.mentions = try f.optionalIdList("mentions") ?? []
+            return .messageSend(m)
+        },
+        "message.read": { f throws(Rejection) in
+            let upTo = try f.optionalInt("upTo")
+            return .messageRead(to: try f.requiredConversation("to"), upTo: upTo.map { UInt64($0) })
+        },
+        "message.receipt": { f throws(Rejection) in
+            .messageReceipt(to: try f.requiredConversation("to"), messageIds: try f.requiredIdList("messageIds"))
+        },
+        "message.modify": { f throws(Rejection) in
+            .messageModify(messageId: try f.requiredId("messageId"), content: try f.requiredContent("content"))
+        },
+        "client.login": { f throws(Rejection) in
+            _ = try f.requiredId("device")
+            return .clientLogin
+        },
+        "client.logout": { f throws(Rejection) in
+            _ = try f.requiredId("device")
+            return .clientLogout
+        },
     ]
 
     /// Every op name this parser knows.
@@ -250,6 +291,43 @@ struct Fields {
             return out
         default: throw bad(key, "must be an array of string ids")
         }
+    }
+
+    /// A conversation object `{"type":"team"|"superTeam"|"p2p","id":ID}`.
+    func requiredConversation(_ key: String) throws(Rejection) -> Conversation {
+        guard let v = try lookup(key) else { throw missing(key) }
+        guard case .object = v else { throw bad(key, "must be a conversation object {\"type\",\"id\"}") }
+        let g = Fields(v, prefix: prefix + key + ".")
+        let kind: Conversation.Kind = try g.requiredEnum("type")
+        return Conversation(kind, try g.requiredId("id"))
+    }
+
+    /// Message content: an object whose `type` a client may send (`notification` and `tip` are the
+    /// server's own: `notPermitted`).
+    func requiredContent(_ key: String) throws(Rejection) -> JSONValue {
+        guard let v = try lookup(key) else { throw missing(key) }
+        guard case .object = v else { throw bad(key, "must be an object with a \"type\"") }
+        let type = try Fields(v, prefix: prefix + key + ".").requiredText("type")
+        if type == "notification" || type == "tip" {
+            throw Rejection(.notPermitted, "clients cannot send \(type) messages; the server generates them")
+        }
+        guard ContentType(rawValue: type) != nil else {
+            let allowed = ContentType.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            throw bad(key + ".type", "is \"\(type)\"; expected one of \(allowed)")
+        }
+        return v
+    }
+
+    /// An object of string values (message metadata), in the order given.
+    func optionalStringMap(_ key: String) throws(Rejection) -> [(key: String, value: String)] {
+        guard let v = try lookup(key) else { return [] }
+        guard case .object(let pairs) = v else { throw bad(key, "must be an object of strings") }
+        var out: [(key: String, value: String)] = []
+        for (k, value) in pairs {
+            guard case .string(let text) = value else { throw bad(key + "." + k, "must be a string") }
+            out.append((k, text))
+        }
+        return out
     }
 
     func requiredBool(_ key: String) throws(Rejection) -> Bool {

@@ -8,6 +8,7 @@ extension World {
         lastTs = max(lastTs, event.ts)
         let seq = event.seq
         let actor = event.op.actor
+        currentActor = actor
 
         switch event.op.body {
         case .teamCreate(let c):
@@ -26,7 +27,10 @@ extension World {
             for user in joined { team.addMember(user, role: .normal, joinSeq: seq) }
             teams[c.team] = team
             touch(.team(c.team))
-            for user in [actor] + joined { touch(.member(c.team, user)) }
+            for user in [actor] + joined {
+                touch(.member(c.team, user))
+                joinedConversation(user, team: c.team, seq: seq)
+            }
             tip(c.team, seq, nim: nil, zim: TipFactory.zim("GROUP_CREATED", 1, actor, joined),
                 text: "\(actor) created \(TipFactory.teamName(team))", into: &out)
 
@@ -85,13 +89,13 @@ extension World {
             out.append(.notice(Notice(seq: seq, to: applicant, type: .teamApplyRejected, team: id, from: actor)))
 
         case .teamKick(let id, let targets):
-            leave(id, targets)
+            leave(id, targets, seq: seq)
             tip(id, seq, nim: TipFactory.nim("kick", actor, targets),
                 zim: TipFactory.zim("GROUP_KICKED_OUT", 6, actor, targets),
                 text: "\(actor) removed \(TipFactory.list(targets)) from \(name(id))", removed: targets, into: &out)
 
         case .teamLeave(let id):
-            leave(id, [actor])
+            leave(id, [actor], seq: seq)
             tip(id, seq, nim: TipFactory.nim("leave", actor, [actor]),
                 zim: TipFactory.zim("GROUP_LEFT", 5, actor, [actor]),
                 text: "\(actor) left \(name(id))", removed: [actor], into: &out)
@@ -125,7 +129,7 @@ extension World {
         case .teamDismiss(let id):
             let removed = teams[id]!.memberIds
             let text = "\(actor) dismissed \(name(id))"
-            leave(id, removed)
+            leave(id, removed, seq: seq)
             for invitee in teams[id]!.invites.keys { touch(.invite(id, invitee)) }
             for applicant in teams[id]!.applications.keys { touch(.application(id, applicant)) }
             teams[id]!.invites = [:]
@@ -148,7 +152,7 @@ extension World {
                 zim: TipFactory.zim("GROUP_MEMBER_INFO_CHANGED", 8, actor, [target], info),
                 text: "\(actor) transferred the ownership of \(name(id)) to \(target)", into: &out)
             if leaving {
-                leave(id, [actor])
+                leave(id, [actor], seq: seq)
                 tip(id, seq, index: 1, nim: TipFactory.nim("leave", actor, [actor]),
                     zim: TipFactory.zim("GROUP_LEFT", 5, actor, [actor]),
                     text: "\(actor) left \(name(id))", removed: [actor], into: &out)
@@ -181,6 +185,9 @@ extension World {
         case .memberSetNotify(let id, let state):
             teams[id]!.updateMember(actor) { $0.notify = state }
             touch(.member(id, actor))
+
+        case .messageSend, .messageRead, .messageReceipt, .messageModify, .clientLogin, .clientLogout:
+            applyMessageOp(event, into: &out)
         }
     }
 
@@ -194,26 +201,30 @@ extension World {
             teams[id]!.addMember(user, role: .normal, joinSeq: seq)
             touch(.member(id, user))
             touch(.team(id))
+            joinedConversation(user, team: id, seq: seq)
             if teams[id]!.invites.removeValue(forKey: user) != nil { touch(.invite(id, user)) }
             if teams[id]!.applications.removeValue(forKey: user) != nil { touch(.application(id, user)) }
         }
     }
 
-    private mutating func leave(_ id: String, _ users: [String]) {
+    private mutating func leave(_ id: String, _ users: [String], seq: UInt64) {
         for user in users {
+            leftConversation(user, team: id, seq: seq)
             teams[id]!.removeMember(user)
             touch(.member(id, user))
             touch(.team(id))
         }
     }
 
-    /// Appends a tip delivered to the members after the op plus `removed`.
+    /// Appends a tip, stored in the team conversation and delivered to the members after the op (the
+    /// actor included) plus `removed`.
     private mutating func tip(
         _ id: String, _ seq: UInt64, index: Int = 0, nim: NIMTipView?, zim: ZIMTipView?, text: String,
         removed: [String] = [], into out: inout [Output]
     ) {
         let messageId = index == 0 ? "tip-\(seq)" : "tip-\(seq).\(index)"
-        let recipients = teams[id]!.memberIds + removed
-        out.append(.tip(Tip(seq: seq, team: id, messageId: messageId, nim: nim, zim: zim, text: text, recipients: recipients)))
+        let tip = Tip(seq: seq, team: id, messageId: messageId, nim: nim, zim: zim, text: text)
+        out.append(.tip(tip))
+        deliverTip(tip, actor: currentActor, ts: lastTs, removed: removed, into: &out)
     }
 }

@@ -144,6 +144,9 @@ extension World {
         case .memberSetNotify(let id, _):
             let team = try liveTeam(id)
             _ = try memberRole(team, actor)
+
+        case .messageSend, .messageRead, .messageReceipt, .messageModify, .clientLogin, .clientLogout:
+            try checkMessageOp(op, ts: ts)
         }
     }
 

@@ -8,4 +8,20 @@ public enum ProjectionKey: Hashable, Sendable {
     case invite(String, String)
     /// One pending application: team, applicant.
     case application(String, String)
+    /// A stored message (or the id of an unstored one).
+    case message(String)
+    /// A conversation's shared record (last message).
+    case conv(ConvKey)
+    /// One counted broadcast in a conversation (append-only index).
+    case counted(ConvKey, UInt64)
+    /// One counted broadcast by its sender (append-only index): conversation, sender, seq.
+    case own(ConvKey, String, UInt64)
+    /// One counted message received individually (append-only index): conversation, user, seq.
+    case directed(ConvKey, String, UInt64)
+    /// One user's view of one conversation.
+    case userConv(String, ConvKey)
+    /// A receipt tally.
+    case receipt(String)
+    /// A user's online devices.
+    case devices(String)
 }

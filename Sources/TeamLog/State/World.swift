@@ -11,8 +11,27 @@ public struct World: Sendable {
     public var lastSeq: UInt64 = 0
     /// Time of the last applied event in ms.
     public var lastTs: Int64 = 0
+    /// Conversations by key.
+    public var convs: [ConvKey: ConvState] = [:]
+    /// Each user's conversations.
+    public var userConvs: [String: [ConvKey: UserConv]] = [:]
+    /// Messages and tips by id.
+    public var messages: [String: StoredMessage] = [:]
+    /// Receipt tallies by message id.
+    public var receipts: [String: ReceiptState] = [:]
+    /// Online devices per user (sorted).
+    public var devices: [String: [String]] = [:]
+    /// The teams each user is a member of (derived from the rosters; not stored).
+    public internal(set) var userTeams: [String: Set<String>] = [:]
     /// Records changed since the store last drained this set.
     public var dirty: Set<ProjectionKey> = []
+    /// Build `delivery` outputs with user lists (off for replays and `--emit events|none`: the fan-out,
+    /// counting and projections are the same either way).
+    public var wantsDeliveries: Bool = true
+    /// Scratch buffers of the fan-out core.
+    var fanOut = FanOut()
+    /// The actor of the event being applied (for tips).
+    var currentActor = ""
 
     public init(config: Config = Config()) {
         self.config = config
@@ -22,5 +41,20 @@ public struct World: Sendable {
     @inline(__always)
     mutating func touch(_ key: ProjectionKey) {
         dirty.insert(key)
+    }
+}
+
+extension World {
+    /// Rebuilds what is derived rather than stored, after loading projections: the user → teams index
+    /// and the online bits of every roster.
+    public mutating func finishRestore() {
+        userTeams = [:]
+        for (id, team) in teams where !team.dismissed {
+            for member in team.slots.compactMap({ $0 }) {
+                userTeams[member.user, default: []].insert(id)
+                if devices[member.user] != nil { teams[id]!.setOnline(member.user, true) }
+            }
+        }
+        dirty = []
     }
 }

@@ -12,8 +12,6 @@ public struct Tip: Sendable, Equatable {
     public var zim: ZIMTipView?
     /// Rendered text, as the NIM sample renders it.
     public var text: String
-    /// Who receives it: the members after the op, the actor included, and the members it removed.
-    public var recipients: [String]
 }
 
 /// NIM's view of a team notification.

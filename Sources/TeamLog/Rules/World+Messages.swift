@@ -1,0 +1,331 @@
+/// Messages (SPEC §1.2) and the fan-out of §2: deciding and applying `message.*` and `client.*`.
+extension World {
+    // MARK: Deciding
+
+    func checkMessageOp(_ op: Op, ts: Int64) throws(Rejection) {
+        let actor = op.actor
+        switch op.body {
+        case .messageSend(let m):
+            if messages[m.messageId] != nil {
+                throw Rejection(.duplicateMessageId, "message id \(m.messageId) was already used")
+            }
+            if m.to.kind == .p2p {
+                if m.to.id == actor { throw Rejection(.badField, "a p2p message needs a peer other than the sender") }
+                if let d = m.directedUserIds, let stranger = d.first(where: { $0 != m.to.id && $0 != actor }) {
+                    throw Rejection(.notMember, "\(stranger) is not in the p2p conversation")
+                }
+                return
+            }
+            let team = try conversationTeam(m.to)
+            guard let member = team.member(actor) else { throw Rejection(.notMember, "\(actor) is not a member of \(team.id)") }
+            if member.isMuted(at: ts) {
+                let until = member.mutedUntil == -1 ? "with no end" : "until \(member.mutedUntil!)"
+                throw Rejection(.muted, "\(actor) is muted in \(team.id) \(until)")
+            }
+            if team.muted && !member.role.isAdmin {
+                throw Rejection(.teamMuted, "\(team.id) is muted: only the owner and managers may send")
+            }
+            for user in m.directedUserIds ?? [] where !team.isMember(user) {
+                throw Rejection(.notMember, "directed user \(user) is not a member of \(team.id)")
+            }
+
+        case .messageRead(let to, _):
+            if to.kind == .p2p {
+                if to.id == actor { throw Rejection(.badField, "a p2p conversation needs a peer other than the reader") }
+                return
+            }
+            let team = try conversationTeam(to)
+            if userConvs[actor]?[ConvKey(team: team.id, kind: team.kind)] == nil {
+                throw Rejection(.notMember, "\(actor) is not a member of \(team.id)")
+            }
+
+        case .messageReceipt(let to, let ids):
+            if to.kind == .p2p { throw Rejection(.badField, "receipts are for team messages; \"to\" is a p2p conversation") }
+            let team = try conversationTeam(to)
+            let key = ConvKey(team: team.id, kind: team.kind)
+            for id in ids {
+                guard let message = messages[id], message.stored, message.conv == key else {
+                    throw Rejection(.noSuchMessage, "no message \(id) in \(team.id)")
+                }
+                if message.isTip { throw Rejection(.notPermitted, "\(id) is a tip: tips take no receipts") }
+                guard message.needReceipt, let tally = receipts[id] else {
+                    throw Rejection(.notPermitted, "\(id) was sent without needReceipt")
+                }
+                if message.sender == actor { throw Rejection(.notPermitted, "\(actor) sent \(id): senders send no receipt") }
+                if !tally.isReceiver(actor) { throw Rejection(.notPermitted, "\(actor) did not receive \(id)") }
+            }
+
+        case .messageModify(let id, _):
+            guard let message = messages[id], message.stored else { throw Rejection(.noSuchMessage, "no stored message \(id)") }
+            if message.isTip { throw Rejection(.notPermitted, "\(id) is a tip: tips cannot be modified") }
+            if message.sender != actor { throw Rejection(.notPermitted, "only the sender \(message.sender) may modify \(id)") }
+
+        case .clientLogin, .clientLogout:
+            if op.device == nil { throw Rejection(.missingField, "missing field \"device\"") }
+
+        default:
+            preconditionFailure("not a message op: \(op.name)")
+        }
+    }
+
+    /// The team a team conversation names: it exists, has that kind and is not dismissed.
+    func conversationTeam(_ to: Conversation) throws(Rejection) -> TeamState {
+        let team = try liveTeamOrDismissed(to.id)
+        let kind: Conversation.Kind = team.kind == .team ? .team : .superTeam
+        if kind != to.kind { throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(team.kind.rawValue))") }
+        if team.dismissed { throw Rejection(.dismissed, "team \(to.id) was dismissed") }
+        return team
+    }
+
+    private func liveTeamOrDismissed(_ id: String) throws(Rejection) -> TeamState {
+        guard let team = teams[id] else { throw Rejection(.noSuchTeam, "no team \(id)") }
+        return team
+    }
+
+    // MARK: Applying
+
+    mutating func applyMessageOp(_ event: Event, into out: inout [Output]) {
+        let actor = event.op.actor
+        let seq = event.seq
+        switch event.op.body {
+        case .messageSend(let m):
+            if m.to.kind == .p2p { sendP2P(m, from: actor, event: event, into: &out) } else { sendTeam(m, from: actor, event: event, into: &out) }
+
+        case .messageRead(let to, let upTo):
+            let key = convKey(to, actor: actor)
+            let position = min(upTo ?? (seq - 1), seq - 1)
+            var uc = userConvs[actor]?[key] ?? UserConv()
+            uc.readSeq = max(uc.readSeq, position)
+            userConvs[actor, default: [:]][key] = uc
+            touch(.userConv(actor, key))
+
+        case .messageReceipt(_, let ids):
+            for id in ids where receipts[id]!.markRead(actor) { touch(.receipt(id)) }
+
+        case .messageModify(let id, let content):
+            messages[id]!.content = content
+            messages[id]!.hasChanged = true
+            messages[id]!.modifiedBy = actor
+            messages[id]!.modifiedTs = event.ts
+            touch(.message(id))
+
+        case .clientLogin, .clientLogout:
+            let device = event.op.device!
+            var list = devices[actor] ?? []
+            let wasOnline = !list.isEmpty
+            if case .clientLogin = event.op.body {
+                if !list.contains(device) {
+                    list.append(device)
+                    list.sort()
+                }
+            } else {
+                list.removeAll { $0 == device }
+            }
+            devices[actor] = list.isEmpty ? nil : list
+            touch(.devices(actor))
+            if wasOnline != !list.isEmpty {
+                for id in userTeams[actor] ?? [] { teams[id]!.setOnline(actor, !list.isEmpty) }
+            }
+
+        default:
+            preconditionFailure("not a message op: \(event.op.name)")
+        }
+    }
+
+    /// The shared key of a conversation named by `actor`.
+    func convKey(_ to: Conversation, actor: String) -> ConvKey {
+        switch to.kind {
+        case .p2p: ConvKey(p2p: actor, to.id)
+        case .team: ConvKey(team: to.id, kind: .team)
+        case .superTeam: ConvKey(team: to.id, kind: .superTeam)
+        }
+    }
+
+    private mutating func sendTeam(_ m: MessageSend, from sender: String, event: Event, into out: inout [Output]) {
+        let seq = event.seq
+        let team = teams[m.to.id]!
+        let key = ConvKey(team: team.id, kind: team.kind)
+        let senderMember = team.member(sender)!
+        let directed = m.directedUserIds.map { users in bitset(users, in: team) }
+        let mentions = m.mentions.isEmpty ? nil : bitset(m.mentions, in: team)
+        let silenceAll: SilenceReason? = m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
+        fanOut.run(team.bits, FanOut.Message(
+            senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
+            onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
+
+        // Counting and last message: from the receivers alone (alert mode plays no part).
+        let ref = MessageRef(seq: seq, messageId: m.messageId)
+        var conv = convs[key] ?? ConvState()
+        if directed == nil {
+            if m.counts {
+                conv.counted.append(seq)
+                conv.own[sender, default: []].append(seq)
+                touch(.counted(key, seq))
+                touch(.own(key, sender, seq))
+            }
+            if m.isStored && !m.disableUpdateLastMessage {
+                conv.last = ref
+                touch(.conv(key))
+            }
+        } else {
+            let updatesLast = m.isStored && !m.disableUpdateLastMessage
+            MemberBits.forEachSlot(fanOut.receivers) { slot in
+                let user = team.slots[slot]!.user
+                if m.counts {
+                    conv.directed[user, default: []].append(seq)
+                    touch(.directed(key, user, seq))
+                }
+                if updatesLast { setIndividualLast(user, key, ref) }
+            }
+            if updatesLast { setIndividualLast(sender, key, ref) }
+        }
+        convs[key] = conv
+
+        storeMessage(m, sender: sender, event: event, key: key)
+        if m.needReceipt && m.isStored {
+            var receivers: [String] = []
+            MemberBits.forEachSlot(fanOut.receivers) { receivers.append(team.slots[$0]!.user) }
+            receipts[m.messageId] = ReceiptState(receivers: receivers)
+            touch(.receipt(m.messageId))
+        }
+        if wantsDeliveries { out.append(.delivery(teamDelivery(team, seq: seq, to: m.to, messageId: m.messageId))) }
+    }
+
+    private mutating func sendP2P(_ m: MessageSend, from sender: String, event: Event, into out: inout [Output]) {
+        let seq = event.seq
+        let peer = m.to.id
+        let key = ConvKey(p2p: sender, peer)
+        for user in [sender, peer] where userConvs[user]?[key] == nil {
+            userConvs[user, default: [:]][key] = UserConv()
+            touch(.userConv(user, key))
+        }
+        let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || devices[peer] != nil)
+        var conv = convs[key] ?? ConvState()
+        if receives && m.counts {
+            conv.directed[peer, default: []].append(seq)
+            touch(.directed(key, peer, seq))
+        }
+        if m.isStored && !m.disableUpdateLastMessage {
+            conv.last = MessageRef(seq: seq, messageId: m.messageId)
+            touch(.conv(key))
+        }
+        convs[key] = conv
+        storeMessage(m, sender: sender, event: event, key: key)
+        guard wantsDeliveries else { return }
+        let reason: SilenceReason? = m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
+        let receivers = receives ? [peer] : []
+        out.append(.delivery(Delivery(
+            seq: seq, to: m.to, messageId: m.messageId, receivers: receivers,
+            alerted: reason == nil ? receivers : [], silenced: reason == nil ? [] : receivers.map { ($0, reason!) })))
+    }
+
+    private mutating func storeMessage(_ m: MessageSend, sender: String, event: Event, key: ConvKey) {
+        var record = StoredMessage(seq: event.seq, ts: event.ts, conv: key, sender: sender,
+                                   content: m.isStored ? m.content : .null, isTip: false, stored: m.isStored)
+        record.needReceipt = m.needReceipt && m.isStored && key.kind != .p2p
+        record.directedUserIds = m.directedUserIds
+        messages[m.messageId] = record
+        touch(.message(m.messageId))
+    }
+
+    private mutating func setIndividualLast(_ user: String, _ key: ConvKey, _ ref: MessageRef) {
+        guard userConvs[user]?[key] != nil else { return }
+        userConvs[user]![key]!.last = ref
+        touch(.userConv(user, key))
+    }
+
+    /// A bitset of the slots of `users` who are members.
+    private func bitset(_ users: [String], in team: TeamState) -> [UInt64] {
+        var words = [UInt64](repeating: 0, count: team.bits.wordCount)
+        for user in users {
+            if let slot = team.slotOf[user] { MemberBits.set(&words, Int(slot), true) }
+        }
+        return words
+    }
+
+    /// The delivery record of the fan-out just run, with user ids.
+    private func teamDelivery(_ team: TeamState, seq: UInt64, to: Conversation, messageId: String) -> Delivery {
+        var receivers: [String] = []
+        var alerted: [String] = []
+        var silenced: [(user: String, reason: SilenceReason)] = []
+        MemberBits.forEachSlot(fanOut.receivers) { slot in
+            let user = team.slots[slot]!.user
+            receivers.append(user)
+            if let reason = fanOut.reason(slot) { silenced.append((user, reason)) } else { alerted.append(user) }
+        }
+        return Delivery(seq: seq, to: to, messageId: messageId, receivers: receivers, alerted: alerted, silenced: silenced)
+    }
+
+    // MARK: Tips as messages
+
+    /// Stores a tip in the team conversation and delivers it to the members and to `removed`.
+    mutating func deliverTip(_ tip: Tip, actor: String, ts: Int64, removed: [String], into out: inout [Output]) {
+        let team = teams[tip.team]!
+        let key = ConvKey(team: team.id, kind: team.kind)
+        let ref = MessageRef(seq: tip.seq, messageId: tip.messageId)
+        var record = StoredMessage(seq: tip.seq, ts: ts, conv: key, sender: actor,
+                                   content: .object([("type", .string("tip")), ("text", .string(tip.text))]),
+                                   isTip: true, stored: true)
+        record.needReceipt = false
+        messages[tip.messageId] = record
+        touch(.message(tip.messageId))
+        convs[key, default: ConvState()].last = ref
+        touch(.conv(key))
+        for user in removed { setIndividualLast(user, key, ref) }
+        guard wantsDeliveries else { return }
+        fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
+        var delivery = teamDelivery(team, seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId)
+        delivery.receivers += removed
+        delivery.silenced += removed.map { ($0, .tip) }
+        out.append(.delivery(delivery))
+    }
+
+    // MARK: Membership and conversations
+
+    /// A user joined a team: their conversation view starts at the join.
+    mutating func joinedConversation(_ user: String, team id: String, seq: UInt64) {
+        let team = teams[id]!
+        let key = ConvKey(team: id, kind: team.kind)
+        var uc = userConvs[user]?[key] ?? UserConv()
+        uc.joinSeq = seq
+        uc.leaveSeq = nil
+        uc.last = nil
+        userConvs[user, default: [:]][key] = uc
+        touch(.userConv(user, key))
+        userTeams[user, default: []].insert(id)
+        if devices[user] != nil { teams[id]!.setOnline(user, true) }
+    }
+
+    /// A user left a team: unread freezes at the leave, and so does the last message.
+    mutating func leftConversation(_ user: String, team id: String, seq: UInt64) {
+        let key = ConvKey(team: id, kind: teams[id]!.kind)
+        let last = lastMessage(user, key)
+        userConvs[user]![key]!.leaveSeq = seq
+        userConvs[user]![key]!.last = last
+        touch(.userConv(user, key))
+        userTeams[user]?.remove(id)
+        if userTeams[user]?.isEmpty == true { userTeams[user] = nil }
+    }
+
+    // MARK: Reading the projections
+
+    /// The unread count of `user` in a conversation: counted messages received after the read position
+    /// (and after the join), up to a removal.
+    public func unread(_ user: String, _ key: ConvKey) -> Int {
+        guard let uc = userConvs[user]?[key], let conv = convs[key] else { return 0 }
+        let base = max(uc.readSeq, uc.joinSeq)
+        let end = uc.leaveSeq ?? UInt64.max
+        let broadcast = conv.counted.count(after: base, through: end) - (conv.own[user]?.count(after: base, through: end) ?? 0)
+        return broadcast + (conv.directed[user]?.count(after: base, through: end) ?? 0)
+    }
+
+    /// The last message `user` sees in a conversation.
+    public func lastMessage(_ user: String, _ key: ConvKey) -> MessageRef? {
+        let uc = userConvs[user]?[key]
+        if uc?.leaveSeq != nil { return uc?.last }
+        let shared = convs[key]?.last
+        guard let own = uc?.last else { return shared }
+        guard let shared else { return own }
+        return own.seq > shared.seq ? own : shared
+    }
+}

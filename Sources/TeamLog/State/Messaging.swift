@@ -1,0 +1,124 @@
+/// A message's seq and id: what `lastMessage` shows.
+public struct MessageRef: Sendable, Equatable {
+    public var seq: UInt64
+    public var messageId: String
+
+    public init(seq: UInt64, messageId: String) {
+        self.seq = seq
+        self.messageId = messageId
+    }
+}
+
+/// The shared state of one conversation, kept as sorted seq lists so unread counts are exact and cheap:
+/// unread = counted messages the user received after their read position, computed by binary search.
+public struct ConvState: Sendable, Equatable {
+    /// Seqs of counted messages sent to every member (team broadcasts), ascending.
+    public var counted: [UInt64] = []
+    /// Per sender: seqs of their own counted broadcasts (a sender never receives their own message).
+    public var own: [String: [UInt64]] = [:]
+    /// Per user: seqs of counted messages they received individually (directed team messages, p2p).
+    public var directed: [String: [UInt64]] = [:]
+    /// The last stored message every member sees (broadcasts, tips; every p2p message).
+    public var last: MessageRef?
+
+    public init() {}
+}
+
+/// One user's view of one conversation.
+public struct UserConv: Sendable, Equatable {
+    /// Read position: messages at or before it are read.
+    public var readSeq: UInt64 = 0
+    /// Seq of the user's (latest) join; messages before it never count.
+    public var joinSeq: UInt64 = 0
+    /// Seq of the user's removal, while not a member: they stop receiving there.
+    public var leaveSeq: UInt64?
+    /// The last message only this user sees (directed, or the frozen last message after a removal).
+    public var last: MessageRef?
+
+    public init(joinSeq: UInt64 = 0) { self.joinSeq = joinSeq }
+}
+
+/// A stored message (client messages and tips), queryable by id.
+public struct StoredMessage: Sendable, Equatable {
+    public var seq: UInt64
+    public var ts: Int64
+    public var conv: ConvKey
+    public var sender: String
+    /// Client messages: the content as sent; tips: `{"type":"tip","text":…}`.
+    public var content: JSONValue
+    public var isTip: Bool
+    /// `false` for `isPersisted: false` and status messages: only the id is kept (for `duplicateMessageId`).
+    public var stored: Bool
+    public var needReceipt: Bool = false
+    public var directedUserIds: [String]?
+    public var hasChanged: Bool = false
+    /// `modifyInfo`: who modified it and when.
+    public var modifiedBy: String?
+    public var modifiedTs: Int64?
+
+    public init(seq: UInt64, ts: Int64, conv: ConvKey, sender: String, content: JSONValue, isTip: Bool, stored: Bool) {
+        self.seq = seq
+        self.ts = ts
+        self.conv = conv
+        self.sender = sender
+        self.content = content
+        self.isTip = isTip
+        self.stored = stored
+    }
+}
+
+/// The receipt tally of a `needReceipt` team message: read + unread = receivers, always.
+public struct ReceiptState: Sendable, Equatable {
+    /// Who received it (slot order at send time).
+    public var receivers: [String]
+    /// Who has sent a receipt, in order.
+    public var read: [String] = []
+    /// `read` as a set (derived).
+    var readSet: Set<String> = []
+    /// `receivers` as a set (derived).
+    var receiverSet: Set<String>
+
+    public init(receivers: [String]) {
+        self.receivers = receivers
+        receiverSet = Set(receivers)
+    }
+
+    /// Receivers who have not sent a receipt, in receiver order.
+    public var unread: [String] { receivers.filter { !readSet.contains($0) } }
+
+    mutating func markRead(_ user: String) -> Bool {
+        guard readSet.insert(user).inserted else { return false }
+        read.append(user)
+        return true
+    }
+
+    mutating func restoreRead(_ users: [String]) {
+        read = users
+        readSet = Set(users)
+    }
+
+    func isReceiver(_ user: String) -> Bool { receiverSet.contains(user) }
+
+    public static func == (a: ReceiptState, b: ReceiptState) -> Bool { a.receivers == b.receivers && a.read == b.read }
+}
+
+extension Array where Element == UInt64 {
+    /// Number of elements ≤ `x` in an ascending array.
+    @inline(__always)
+    func countAtOrBelow(_ x: UInt64) -> Int {
+        var lo = 0
+        var hi = count
+        while lo < hi {
+            let mid = (lo + hi) >> 1
+            if self[mid] <= x { lo = mid + 1 } else { hi = mid }
+        }
+        return lo
+    }
+
+    /// Number of elements in `(after, through]`.
+    @inline(__always)
+    func count(after: UInt64, through: UInt64) -> Int {
+        guard through > after else { return 0 }
+        return countAtOrBelow(through) - countAtOrBelow(after)
+    }
+}

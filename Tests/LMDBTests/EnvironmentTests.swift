@@ -1,0 +1,189 @@
+import LMDB
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Opening, growing, reopening, and cleaning up after dead readers, on real environments.
+@Suite struct EnvironmentTests {
+    let directory = TemporaryDirectory("lmdb-env")
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    @Test func openCreatesTheDirectoryAndItsFiles() throws {
+        let path = directory.child("fresh")
+        #expect(!Self.exists(path))
+        let env = try Environment(path: path)
+        #expect(Self.isDirectory(path))
+        #expect(Self.exists(path + "/data.mdb"))
+        #expect(Self.exists(path + "/lock.mdb"))
+        #expect(env.path == path)
+        #expect(env.staleReadersCleared == 0)
+        #expect(env.mapGrowths == 0)
+        #expect(env.mapSize == 1 << 20)
+        // Opening an existing directory again is fine.
+        _ = try Environment(path: directory.path)
+    }
+
+    @Test func readOnlyOpenOfAMissingStoreThrowsInsteadOfCrashing() throws {
+        var options = Environment.Options()
+        options.readOnly = true
+        let path = directory.child("missing")
+        let error = #expect(throws: LMDBError.self) { try Environment(path: path, options: options) }
+        #expect(error?.code == .system(ENOENT))
+        #expect(!Self.exists(path), "a read-only open creates nothing")
+    }
+
+    @Test func writtenDataSurvivesReopen() throws {
+        let path = directory.child("reopen")
+        do {
+            let env = try Environment(path: path)
+            let db = try env.open("kv", as: Database<UTF8String, UTF8String>.self)
+            try env.write { txn in try txn.put(db, "answer", "42") }
+        }
+        var options = Environment.Options()
+        options.readOnly = true
+        let env = try Environment(path: path, options: options)
+        let db = try env.open("kv", create: false, as: Database<UTF8String, UTF8String>.self)
+        #expect(try env.read { try $0.get(db, "answer") } == "42")
+        #expect(throws: LMDBError.self, "a missing database is not created read-only") {
+            try env.openHandle("absent", create: false)
+        }
+    }
+
+    // MARK: Map growth
+
+    static let valueSize = 4096
+    static let valueCount = 20_000
+    static let batch = 1_000
+
+    /// A value that names its key at both ends around a key-dependent fill, so a misplaced or torn value
+    /// cannot pass (built with memset: element-wise code is slow in debug builds).
+    static func value(_ n: UInt64) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: valueSize) { buffer, count in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            memset(raw.baseAddress!, Int32(n % 251), valueSize)
+            raw.storeBytes(of: n.bigEndian, toByteOffset: 0, as: UInt64.self)
+            raw.storeBytes(of: n.bigEndian, toByteOffset: valueSize - 8, as: UInt64.self)
+            count = valueSize
+        }
+    }
+
+    /// How many values read back, in key order from 0, equal to what was written.
+    static func readsEverything(_ env: Environment, _ db: Database<BigEndianUInt64, RawBytes>) throws -> Int {
+        try env.read { txn in
+            var good = 0
+            var expected: UInt64 = 0
+            try txn.forEach(db.handle) { key, value in
+                let n = try BigEndianUInt64.decode(key)
+                let same = Self.value(n).withUnsafeBytes { want in
+                    value.count == want.count && memcmp(value.baseAddress!, want.baseAddress!, want.count) == 0
+                }
+                if n == expected && same { good += 1 }
+                expected = n + 1
+                return true
+            }
+            return good
+        }
+    }
+
+    @Test func theMapGrowsFromOneMebibyteAndReopensSmall() throws {
+        let path = directory.child("growth")
+        var options = Environment.Options()
+        options.mapSize = 1 << 20
+        options.noSync = true
+        do {
+            let env = try Environment(path: path, options: options)
+            let db = try env.open("big", as: Database<BigEndianUInt64, RawBytes>.self)
+            for start in stride(from: 0, to: Self.valueCount, by: Self.batch) {
+                let values = (start..<(start + Self.batch)).map { UInt64($0) }.map { ($0, Self.value($0)) }
+                try env.write { txn in
+                    for (key, value) in values { try txn.put(db, key, value, flags: .append) }
+                }
+            }
+            try env.sync()
+            #expect(env.mapGrowths > 0)
+            #expect(env.mapSize > 64 << 20)
+            #expect(env.usedBytes > Self.valueCount * Self.valueSize)
+            #expect(env.usedBytes <= env.mapSize)
+            #expect(try env.stat(db.handle).entries == Self.valueCount)
+            #expect(try Self.readsEverything(env, db) == Self.valueCount)
+        }
+        // Reopened with the small size, LMDB keeps at least what the file uses.
+        let env = try Environment(path: path, options: options)
+        #expect(env.mapSize > 64 << 20)
+        #expect(env.mapSize >= env.usedBytes)
+        let db = try env.open("big", create: false, as: Database<BigEndianUInt64, RawBytes>.self)
+        #expect(try Self.readsEverything(env, db) == Self.valueCount)
+        // And it still grows when written to.
+        let before = env.mapSize
+        for start in stride(from: Self.valueCount, to: Self.valueCount + 5 * Self.batch, by: Self.batch) {
+            try env.write { txn in
+                for n in UInt64(start)..<UInt64(start + Self.batch) { try txn.put(db, n, Self.value(n), flags: .append) }
+            }
+        }
+        #expect(env.mapSize >= before)
+        #expect(try Self.readsEverything(env, db) == Self.valueCount + 5 * Self.batch)
+    }
+
+    // MARK: Stale readers
+
+    /// A store the CLI can open read-only: an ingest of nothing creates every named database.
+    static func makeEmptyStore(_ path: String, in directory: TemporaryDirectory) throws {
+        let result = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", "/dev/null", "--store", path, "--emit", "none"],
+            stderr: directory.child("create.err"), timeout: 60)
+        #expect(result.status == .exited(0))
+    }
+
+    /// Starts `teamlog debug-hold-reader` and waits until its read transaction is open.
+    static func holdReader(_ path: String) throws -> ChildProcess {
+        let child = try ChildProcess(TestSupport.teamlogExecutable, ["debug-hold-reader", "--store", path])
+        let ready = try child.waitForOutput(containing: "ready", timeout: 30)
+        try #require(ready, "debug-hold-reader did not report ready; output: \(child.lines)")
+        return child
+    }
+
+    @Test func aKilledReadersSlotIsClearedAtOpen() throws {
+        let path = directory.child("readers")
+        try Self.makeEmptyStore(path, in: directory)
+        // LMDB resets the whole reader table when an open finds no other process using the environment,
+        // so a live process must keep it open for the dead reader's slot to still be there.
+        let keeper = try Self.holdReader(path)
+        let victim = try Self.holdReader(path)
+        victim.kill(SIGKILL)
+        #expect(victim.wait() == .signaled(SIGKILL))
+
+        do {
+            let env = try Environment(path: path)
+            #expect(env.staleReadersCleared >= 1)
+            let db = try env.open("meta", create: false, as: Database<UTF8String, RawBytes>.self)
+            try env.write { txn in try txn.put(db, "probe", [1]) }
+            #expect(try env.read { try $0.get(db, "probe") } == [1])
+        }
+        keeper.kill(SIGKILL)
+        #expect(keeper.wait() == .signaled(SIGKILL))
+        // Alone again, the next open resets the table, so the keeper's slot is not even counted.
+        #expect(try Environment(path: path).staleReadersCleared == 0)
+    }
+
+    @Test func aLiveReaderIsNotCleared() throws {
+        let path = directory.child("live")
+        try Self.makeEmptyStore(path, in: directory)
+        let reader = try Self.holdReader(path)
+        let env = try Environment(path: path)
+        #expect(env.staleReadersCleared == 0)
+        // Its snapshot does not block writers.
+        let db = try env.open("meta", create: false, as: Database<UTF8String, RawBytes>.self)
+        try env.write { txn in try txn.put(db, "probe", [2]) }
+        reader.kill(SIGTERM)
+        #expect(reader.wait() == .signaled(SIGTERM))
+    }
+}
