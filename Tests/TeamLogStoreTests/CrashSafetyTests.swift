@@ -152,6 +152,7 @@ import Glibc
             }
         }
 
+        print("DIAG run \(run) delay \(delay) printed \(printedSeqs.count) committed \(committed) of \(reference.seq) t=\(Self.now())")
         // 3. Re-ingest the whole file: committed ops are duplicates, the rest continues the log.
         let rerun = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["ingest", file, "--store", storePath],

@@ -66,32 +66,6 @@ public final class StoreHarness {
     public func team(_ id: String) throws -> JSONValue? { try store.teamView(id) }
 }
 
-extension JSONValue {
-    /// The string value, if this is a string.
-    public var stringValue: String? {
-        if case .string(let s) = self { return s }
-        return nil
-    }
-
-    /// The integer value, if this is an integer.
-    public var intValue: Int64? {
-        if case .int(let n) = self { return n }
-        return nil
-    }
-
-    /// The bool value, if this is a bool.
-    public var boolValue: Bool? {
-        if case .bool(let b) = self { return b }
-        return nil
-    }
-
-    /// The elements, if this is an array.
-    public var arrayValue: [JSONValue]? {
-        if case .array(let a) = self { return a }
-        return nil
-    }
-}
-
 /// Shorthand for an op line: `op("team.leave", "a", ["team": "t1"])`.
 public func op(_ name: String, _ actor: String, _ fields: KeyValuePairs<String, Any> = [:]) -> String {
     var pairs: [(String, JSONValue)] = [("op", .string(name)), ("actor", .string(actor))]

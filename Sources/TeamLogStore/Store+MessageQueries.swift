@@ -1,0 +1,127 @@
+public import LMDB
+public import TeamLog
+
+/// The message-side queries of SPEC §5 (`unread`, `receipts`) and `message`, answered from the stored
+/// projections in one read snapshot, by index lookups: no replay, no scan of a conversation's messages.
+extension Store {
+    /// `teamlog unread USER`: per conversation the unread count, read position and last message, and
+    /// the total. Conversations are listed most recent first.
+    public func unreadView(_ user: String) throws -> JSONValue {
+        try env.read { txn in try unreadView(user, in: txn) }
+    }
+
+    /// The unread query inside a given snapshot.
+    public func unreadView(_ user: String, in txn: Transaction) throws -> JSONValue {
+        var rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)] = []
+        let prefix = Array(user.utf8) + [0]
+        var convs: [(ConvKey, UserConv)] = []
+        try txn.forEach(dbs.projection(.userConvs), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            var world = World()
+            try ProjectionCodec.restore(.userConvs, key: key, value: value, into: &world)
+            if let (conv, uc) = world.userConvs[user]?.first { convs.append((conv, uc)) }
+            return true
+        }
+        for (conv, uc) in convs {
+            let base = max(uc.readSeq, uc.joinSeq)
+            let end = uc.leaveSeq ?? UInt64.max
+            let convPrefix = conv.bytes + [0]
+            let userPrefix = conv.bytes + [0] + Array(user.utf8) + [0]
+            func between(_ table: ProjectionTable, _ p: [UInt8]) throws -> Int {
+                guard end > base else { return 0 }
+                return try position(txn, table, p, atOrBefore: end) - position(txn, table, p, atOrBefore: base)
+            }
+            let unread = try between(.counted, convPrefix) - between(.own, userPrefix) + between(.directed, userPrefix)
+            var last = uc.last
+            if uc.leaveSeq == nil, let shared = try sharedLast(txn, conv), shared.seq > (last?.seq ?? 0) { last = shared }
+            rows.append((conv, unread, uc.readSeq, last))
+        }
+        rows.sort { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
+        return .object([
+            ("user", .string(user)),
+            ("total", .int(Int64(rows.reduce(0) { $0 + $1.unread }))),
+            ("conversations", .array(rows.map { row in
+                .object([
+                    ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
+                    ("lastReadSeq", .int(Int64(row.readSeq))),
+                    ("lastMessage", row.last.map { .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))]) } ?? .null),
+                ])
+            })),
+        ])
+    }
+
+    /// `teamlog receipts MESSAGE_ID`: read and unread receivers of a `needReceipt` team message, or `nil`.
+    public func receiptsView(_ messageId: String) throws -> JSONValue? {
+        try env.read { txn in
+            try Array(messageId.utf8).withUnsafeBytes { key in
+                try txn.withValue(dbs.projection(.receipts), key: key) { value -> JSONValue? in
+                    guard let value else { return nil }
+                    var world = World()
+                    try ProjectionCodec.restore(.receipts, key: key, value: value, into: &world)
+                    let tally = world.receipts[messageId]!
+                    let unread = tally.unread
+                    return .object([
+                        ("messageId", .string(messageId)), ("read", .int(Int64(tally.read.count))),
+                        ("unread", .int(Int64(unread.count))), ("readUsers", .array(tally.read.map { .string($0) })),
+                        ("unreadUsers", .array(unread.map { .string($0) })),
+                    ])
+                }
+            }
+        }
+    }
+
+    /// `teamlog message MESSAGE_ID`: a stored message (or tip), or `nil`.
+    public func messageView(_ messageId: String) throws -> JSONValue? {
+        try env.read { txn in
+            try Array(messageId.utf8).withUnsafeBytes { key in
+                try txn.withValue(dbs.projection(.messages), key: key) { value -> JSONValue? in
+                    guard let value else { return nil }
+                    let m = try ProjectionCodec.decodeMessage(value)
+                    return Self.messageJSON(messageId, m)
+                }
+            }
+        }
+    }
+
+    /// The shape of `teamlog message`.
+    public static func messageJSON(_ id: String, _ m: StoredMessage) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("messageId", .string(id)), ("seq", .int(Int64(m.seq))), ("ts", .int(m.ts)),
+            ("to", m.conv.conversation(for: m.sender).json), ("sender", .string(m.sender)),
+            ("kind", .string(m.isTip ? "tip" : "message")), ("stored", .bool(m.stored)),
+        ]
+        if m.stored {
+            pairs.append(("content", m.content))
+            pairs.append(("needReceipt", .bool(m.needReceipt)))
+            pairs.append(("directedUserIds", m.directedUserIds.map { .array($0.map { .string($0) }) } ?? .null))
+            pairs.append(("hasChanged", .bool(m.hasChanged)))
+            pairs.append(("modifyInfo", m.modifiedBy.map { .object([("by", .string($0)), ("ts", .int(m.modifiedTs ?? 0))]) } ?? .null))
+        }
+        return .object(pairs)
+    }
+
+    private func sharedLast(_ txn: Transaction, _ conv: ConvKey) throws -> MessageRef? {
+        try conv.bytes.withUnsafeBytes { key in
+            try txn.withValue(dbs.projection(.convs), key: key) { value -> MessageRef? in
+                guard let value else { return nil }
+                var world = World()
+                try ProjectionCodec.restore(.convs, key: key, value: value, into: &world)
+                return world.convs[conv]?.last
+            }
+        }
+    }
+
+    /// The position (1-based running count) of the last index entry under `prefix` with seq ≤ `seq`; 0 when none.
+    func position(_ txn: Transaction, _ table: ProjectionTable, _ prefix: [UInt8], atOrBefore seq: UInt64) throws -> Int {
+        var probe = prefix
+        withUnsafeBytes(of: seq.bigEndian) { probe.append(contentsOf: $0) }
+        probe.append(0)  // sorts after the entry for `seq` itself, before the next seq
+        return try txn.withCursor(dbs.projection(table)) { cursor in
+            let entry = try cursor.seek(probe) != nil ? try cursor.previous() : try cursor.last()
+            guard let (key, value) = entry, key.count == prefix.count + 8, key.starts(with: prefix) else { return 0 }
+            var r = ByteReader(value)
+            _ = try r.u8()
+            return Int(try r.varint())
+        }
+    }
+}

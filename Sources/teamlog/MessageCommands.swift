@@ -1,0 +1,73 @@
+import ArgumentParser
+import TeamLog
+import TeamLogStore
+
+/// `teamlog unread USER [--json]`.
+struct Unread: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A user's unread counts per conversation, and the total.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Argument(help: "The user id.")
+    var user: String
+
+    @Flag(help: "Print the SPEC §5 JSON shape.")
+    var json = false
+
+    func run() throws {
+        let view = try openForQuery(storeOptions.path).unreadView(user)
+        if json { return try printOut(view.jsonString) }
+        var lines = ["\(user): \(TeamTable.text(view["total"])) unread"]
+        for c in view["conversations"]?.arrayValue ?? [] {
+            let to = "\(TeamTable.text(c["to"]?["type"])):\(TeamTable.text(c["to"]?["id"]))"
+            let last = c["lastMessage"].flatMap { $0 == .null ? nil : "\(TeamTable.text($0["messageId"])) @\(TeamTable.text($0["seq"]))" } ?? "-"
+            lines.append("  \(to.padding(28))\(TeamTable.text(c["unread"]).padding(8))read to \(TeamTable.text(c["lastReadSeq"]).padding(10))last \(last)")
+        }
+        try printOut(lines.joined(separator: "\n"))
+    }
+}
+
+/// `teamlog receipts MESSAGE_ID [--json]`.
+struct Receipts: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Read and unread receivers of a needReceipt team message.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Argument(help: "The message id.")
+    var messageId: String
+
+    @Flag(help: "Print the SPEC §5 JSON shape.")
+    var json = false
+
+    func run() throws {
+        guard let view = try openForQuery(storeOptions.path).receiptsView(messageId) else {
+            printErr("teamlog: no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
+            throw ExitCode(1)
+        }
+        if json { return try printOut(view.jsonString) }
+        let names = { (key: String) in (view[key]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ") }
+        try printOut("""
+            \(messageId): \(TeamTable.text(view["read"])) read, \(TeamTable.text(view["unread"])) unread
+              read:   \(names("readUsers"))
+              unread: \(names("unreadUsers"))
+            """)
+    }
+}
+
+/// `teamlog message MESSAGE_ID`: a stored message as JSON.
+struct Message: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A stored message or tip, by id (JSON).")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Argument(help: "The message id.")
+    var messageId: String
+
+    func run() throws {
+        guard let view = try openForQuery(storeOptions.path).messageView(messageId) else {
+            printErr("teamlog: no message \(messageId)")
+            throw ExitCode(1)
+        }
+        try printOut(view.jsonString)
+    }
+}
