@@ -51,6 +51,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // MARK: Tools (swift run -c release …)
+        .executableTarget(
+            name: "teamlog-fanout-bench",
+            dependencies: ["TeamLog", "TeamLogWorkload"],
+            path: "tools/FanOutBench",
+            swiftSettings: swiftSettings
+        ),
         // MARK: Tests
         .target(
             name: "TestSupport",

@@ -152,7 +152,6 @@ import Glibc
             }
         }
 
-        print("DIAG run \(run) delay \(delay) printed \(printedSeqs.count) committed \(committed) of \(reference.seq) t=\(Self.now())")
         // 3. Re-ingest the whole file: committed ops are duplicates, the rest continues the log.
         let rerun = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["ingest", file, "--store", storePath],
@@ -222,6 +221,17 @@ import Glibc
             let duplicate = duplicatesByLine[line]
             #expect(duplicate?["opId"] == opId, "line \(line)")
             #expect(duplicate?["seq"] == event["seq"], "line \(line) answers its original seq")
+        }
+        // Rejected lines stay rejected with the same code (an opId remembers its rejection; a line without
+        // one fails on its shape again), so nothing rejected the first time slips in against the later state.
+        let rejectedFirst = first.records.filter { $0["kind"]?.stringValue == "rejected" }
+        let rejectedSecond = Dictionary(
+            second.records.filter { $0["kind"]?.stringValue == "rejected" }.map { ($0["line"]?.intValue ?? 0, $0) },
+            uniquingKeysWith: { a, _ in a })
+        #expect(rejectedSecond.count == rejectedFirst.count)
+        for rejected in rejectedFirst {
+            let line = rejected["line"]?.intValue ?? 0
+            #expect(rejectedSecond[line]?["code"] == rejected["code"], "line \(line) is rejected again the same way")
         }
         // Reopened once more, the store is as sound as after the first pass.
         let store = try Store(path: directory.child("store"), options: options)

@@ -40,13 +40,13 @@ public struct MemberBits: Sendable, Equatable {
     }
 
     @inline(__always)
-    static func set(_ words: inout [UInt64], _ slot: Int, _ on: Bool) {
+    public static func set(_ words: inout [UInt64], _ slot: Int, _ on: Bool) {
         let bit: UInt64 = 1 << UInt64(slot & 63)
         if on { words[slot >> 6] |= bit } else { words[slot >> 6] &= ~bit }
     }
 
     @inline(__always)
-    static func test(_ words: [UInt64], _ slot: Int) -> Bool {
+    public static func test(_ words: [UInt64], _ slot: Int) -> Bool {
         let w = slot >> 6
         return w < words.count && words[w] & (1 << UInt64(slot & 63)) != 0
     }

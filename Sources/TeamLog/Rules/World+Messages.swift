@@ -153,18 +153,19 @@ extension World {
             senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
             onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
 
-        // Counting and last message: from the receivers alone (alert mode plays no part).
+        // Counting and last message: from the receivers alone (alert mode plays no part). The conversation
+        // is changed in place: a copy would duplicate its seq lists on every message.
         let ref = MessageRef(seq: seq, messageId: m.messageId)
-        var conv = convs[key] ?? ConvState()
+        if convs[key] == nil { convs[key] = ConvState() }
         if directed == nil {
             if m.counts {
-                conv.counted.append(seq)
-                conv.own[sender, default: []].append(seq)
+                convs[key]!.counted.append(seq)
+                convs[key]!.own[sender, default: []].append(seq)
                 touch(.counted(key, seq))
                 touch(.own(key, sender, seq))
             }
             if m.isStored && !m.disableUpdateLastMessage {
-                conv.last = ref
+                convs[key]!.last = ref
                 touch(.conv(key))
             }
         } else {
@@ -172,14 +173,13 @@ extension World {
             MemberBits.forEachSlot(fanOut.receivers) { slot in
                 let user = team.slots[slot]!.user
                 if m.counts {
-                    conv.directed[user, default: []].append(seq)
+                    convs[key]!.directed[user, default: []].append(seq)
                     touch(.directed(key, user, seq))
                 }
                 if updatesLast { setIndividualLast(user, key, ref) }
             }
             if updatesLast { setIndividualLast(sender, key, ref) }
         }
-        convs[key] = conv
 
         storeMessage(m, sender: sender, event: event, key: key)
         if m.needReceipt && m.isStored {
@@ -200,16 +200,15 @@ extension World {
             touch(.userConv(user, key))
         }
         let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || devices[peer] != nil)
-        var conv = convs[key] ?? ConvState()
+        if convs[key] == nil { convs[key] = ConvState() }
         if receives && m.counts {
-            conv.directed[peer, default: []].append(seq)
+            convs[key]!.directed[peer, default: []].append(seq)
             touch(.directed(key, peer, seq))
         }
         if m.isStored && !m.disableUpdateLastMessage {
-            conv.last = MessageRef(seq: seq, messageId: m.messageId)
+            convs[key]!.last = MessageRef(seq: seq, messageId: m.messageId)
             touch(.conv(key))
         }
-        convs[key] = conv
         storeMessage(m, sender: sender, event: event, key: key)
         guard wantsDeliveries else { return }
         let reason: SilenceReason? = m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
