@@ -125,3 +125,17 @@ extension Store {
         }
     }
 }
+
+extension Store {
+    /// `teamlog channel CHANNEL`: members and pending invitations, or `nil`.
+    public func channelView(_ id: String) throws -> JSONValue? {
+        try env.read { txn in
+            try Array(id.utf8).withUnsafeBytes { key in
+                try txn.withValue(dbs.projection(.channels), key: key) { value -> JSONValue? in
+                    guard let value else { return nil }
+                    return try ProjectionCodec.decodeChannel(id: id, value).json
+                }
+            }
+        }
+    }
+}

@@ -71,3 +71,31 @@ struct Message: ParsableCommand {
         try printOut(view.jsonString)
     }
 }
+
+/// `teamlog channel CHANNEL [--json]`.
+struct Channel: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "A signaling channel: members and pending invitations.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Argument(help: "The channel id.")
+    var channel: String
+
+    @Flag(help: "Print the SPEC §5 JSON shape.")
+    var json = false
+
+    func run() throws {
+        guard let view = try openForQuery(storeOptions.path).channelView(channel) else {
+            printErr("teamlog: no channel \(channel)")
+            throw ExitCode(1)
+        }
+        if json { return try printOut(view.jsonString) }
+        let members = (view["members"]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
+        var lines = ["channel \(channel) (\(TeamTable.text(view["kind"])))\(view["closed"]?.boolValue == true ? " closed" : "")",
+                     "  members: \(members.isEmpty ? "-" : members)"]
+        for i in view["pendingInvites"]?.arrayValue ?? [] {
+            lines.append("  invited: \(TeamTable.text(i["target"])) by \(TeamTable.text(i["inviter"])) (\(TeamTable.text(i["requestId"])))")
+        }
+        try printOut(lines.joined(separator: "\n"))
+    }
+}

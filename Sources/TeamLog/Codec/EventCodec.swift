@@ -128,6 +128,22 @@ public enum EventCodec {
         case .messageModify(let id, let content): w.u8(35); w.string(id); w.string(content.jsonString)
         case .clientLogin: w.u8(36)
         case .clientLogout: w.u8(37)
+        case .channelCreate(let c, let kind, let ext): w.u8(64); w.string(c); w.u8(index(kind)); w.optionalString(ext)
+        case .channelJoin(let c): w.u8(65); w.string(c)
+        case .channelInvite(let i):
+            w.u8(66)
+            w.string(i.channel)
+            w.string(i.target)
+            w.string(i.requestId)
+            w.bool(i.offline)
+            w.optionalString(i.pushText)
+        case .channelCancelInvite(let c, let t, let r): w.u8(67); w.string(c); w.string(t); w.string(r)
+        case .channelReject(let c, let i, let r): w.u8(68); w.string(c); w.string(i); w.string(r)
+        case .channelAccept(let c, let i, let r): w.u8(69); w.string(c); w.string(i); w.string(r)
+        case .channelLeave(let c): w.u8(70); w.string(c)
+        case .channelClose(let c): w.u8(71); w.string(c)
+        case .channelControl(let c, let t, let d): w.u8(72); w.string(c); w.optionalString(t); w.string(d)
+        case .clockTick: w.u8(73)
         }
     }
 
@@ -203,6 +219,20 @@ public enum EventCodec {
         case 35: return .messageModify(messageId: try r.string(), content: try json(&r))
         case 36: return .clientLogin
         case 37: return .clientLogout
+        case 64: return .channelCreate(channel: try r.string(), kind: try value(&r), ext: try r.optionalString())
+        case 65: return .channelJoin(channel: try r.string())
+        case 66:
+            var i = ChannelInvite(channel: try r.string(), target: try r.string(), requestId: try r.string())
+            i.offline = try r.bool()
+            i.pushText = try r.optionalString()
+            return .channelInvite(i)
+        case 67: return .channelCancelInvite(channel: try r.string(), target: try r.string(), requestId: try r.string())
+        case 68: return .channelReject(channel: try r.string(), inviter: try r.string(), requestId: try r.string())
+        case 69: return .channelAccept(channel: try r.string(), inviter: try r.string(), requestId: try r.string())
+        case 70: return .channelLeave(channel: try r.string())
+        case 71: return .channelClose(channel: try r.string())
+        case 72: return .channelControl(channel: try r.string(), target: try r.optionalString(), data: try r.string())
+        case 73: return .clockTick
         default: throw DecodeError("unknown op tag \(tag)")
         }
     }

@@ -4,7 +4,7 @@
 /// the audit compares), so the stored and the replayed projections are byte-comparable.
 public enum ProjectionTable: String, Sendable, CaseIterable, Hashable {
     case teams, members, invites, applications
-    case messages, convs, counted, own, directed, userConvs, receipts, devices
+    case messages, convs, counted, own, directed, userConvs, receipts, presence, channels, offline
 }
 
 /// Keys join ids with a 0x00 byte: ids never hold control characters, so keys sort by team, then user,
@@ -71,11 +71,30 @@ public enum ProjectionCodec {
                 w.strings(r.read)
                 return w.bytes
             })
-        case .devices(let user):
-            return (.devices, Array(user.utf8), world.devices[user].map { list in
+        case .presence(let user):
+            return (.presence, Array(user.utf8), world.presence[user].map { p in
                 var w = ByteWriter()
                 w.u8(version)
-                w.strings(list)
+                w.strings(p.devices)
+                w.bool(p.offlineSince != nil)
+                if let since = p.offlineSince { w.zigzag(since) }
+                return w.bytes
+            })
+        case .channel(let id):
+            return (.channels, Array(id.utf8), world.channels[id].map(encodeChannel))
+        case .offline(let user):
+            return (.offline, Array(user.utf8), world.offlineQueues[user].map { queue in
+                var w = ByteWriter()
+                w.u8(version)
+                w.varint(UInt64(queue.count))
+                for s in queue {
+                    w.varint(s.seq)
+                    w.string(s.channel)
+                    w.u8(EventCodec.index(s.event))
+                    w.string(s.from)
+                    w.optionalString(s.requestId)
+                    w.optionalString(s.pushText)
+                }
                 return w.bytes
             })
         }
@@ -99,7 +118,9 @@ public enum ProjectionCodec {
         }
         for (user, convs) in world.userConvs { keys += convs.keys.map { .userConv(user, $0) } }
         keys += world.receipts.keys.map { .receipt($0) }
-        keys += world.devices.keys.map { .devices($0) }
+        keys += world.presence.keys.map { .presence($0) }
+        keys += world.channels.keys.map { .channel($0) }
+        keys += world.offlineQueues.keys.map { .offline($0) }
         return keys
     }
 
@@ -158,6 +179,55 @@ public enum ProjectionCodec {
             w.zigzag(m.modifiedTs ?? 0)
         }
         return w.bytes
+    }
+
+    public static func encodeChannel(_ c: ChannelState) -> [UInt8] {
+        var w = ByteWriter(capacity: 64)
+        w.u8(version)
+        w.u8(EventCodec.index(c.kind))
+        w.optionalString(c.ext)
+        w.string(c.creator)
+        w.varint(c.createdSeq)
+        w.bool(c.closed)
+        w.varint(UInt64(c.members.count))
+        for m in c.members {
+            w.string(m.user)
+            w.zigzag(m.joinedTs)
+        }
+        w.varint(UInt64(c.invites.count))
+        for i in c.invites {
+            w.string(i.target)
+            w.string(i.inviter)
+            w.string(i.requestId)
+            w.bool(i.offline)
+            w.optionalString(i.pushText)
+        }
+        return w.bytes
+    }
+
+    static func decodeChannel(id: String, _ r: inout ByteReader) throws(DecodeError) -> ChannelState {
+        let kind: ChannelKind = try EventCodec.value(&r)
+        let ext = try r.optionalString()
+        var c = ChannelState(id: id, kind: kind, ext: ext, creator: try r.string(), createdSeq: try r.varint())
+        c.closed = try r.bool()
+        let members = try r.count()
+        for _ in 0..<members { c.members.append((try r.string(), try r.zigzag())) }
+        let invites = try r.count()
+        for _ in 0..<invites {
+            c.invites.append(PendingInvite(
+                target: try r.string(), inviter: try r.string(), requestId: try r.string(), offline: try r.bool(),
+                pushText: try r.optionalString()))
+        }
+        return c
+    }
+
+    /// Decodes a stored channel record on its own (queries).
+    public static func decodeChannel(id: String, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> ChannelState {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let c = try decodeChannel(id: id, &r)
+        try r.expectEnd()
+        return c
     }
 
     /// Decodes a stored message record on its own (queries).
@@ -265,8 +335,23 @@ public enum ProjectionCodec {
             var tally = ReceiptState(receivers: try r.strings())
             tally.restoreRead(try r.strings())
             world.receipts[String(decoding: key, as: UTF8.self)] = tally
-        case .devices:
-            world.devices[String(decoding: key, as: UTF8.self)] = try r.strings()
+        case .presence:
+            var p = Presence()
+            p.devices = try r.strings()
+            p.offlineSince = try r.bool() ? try r.zigzag() : nil
+            world.presence[String(decoding: key, as: UTF8.self)] = p
+        case .channels:
+            let id = String(decoding: key, as: UTF8.self)
+            world.channels[id] = try decodeChannel(id: id, &r)
+        case .offline:
+            let n = try r.count()
+            var queue: [StoredSignal] = []
+            for _ in 0..<n {
+                queue.append(StoredSignal(
+                    seq: try r.varint(), channel: try r.string(), event: try EventCodec.value(&r), from: try r.string(),
+                    requestId: try r.optionalString(), pushText: try r.optionalString()))
+            }
+            world.offlineQueues[String(decoding: key, as: UTF8.self)] = queue
         }
         try r.expectEnd()
     }

@@ -23,7 +23,8 @@ public enum Ids {
     /// True for ids that name tip messages (`tip-<seq>` and `tip-<seq>.<n>`), reserved for the processor.
     public static func isReservedTipId(_ id: String) -> Bool {
         guard id.hasPrefix("tip-") else { return false }
-        let rest = id.utf8.dropFirst(4)
-        return !rest.isEmpty && rest.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E }
+        let parts = id.utf8.dropFirst(4).split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 1 || parts.count == 2 else { return false }
+        return parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
     }
 }

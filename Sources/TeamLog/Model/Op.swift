@@ -105,6 +105,17 @@ public enum OpBody: Sendable, Equatable {
     case clientLogin
     /// The op's `device` goes offline.
     case clientLogout
+    case channelCreate(channel: String, kind: ChannelKind, ext: String?)
+    case channelJoin(channel: String)
+    case channelInvite(ChannelInvite)
+    case channelCancelInvite(channel: String, target: String, requestId: String)
+    case channelReject(channel: String, inviter: String, requestId: String)
+    case channelAccept(channel: String, inviter: String, requestId: String)
+    case channelLeave(channel: String)
+    case channelClose(channel: String)
+    case channelControl(channel: String, target: String?, data: String)
+    /// Advances event time only (members sync).
+    case clockTick
 
     /// The op name as written in the input.
     public var name: String {
@@ -132,6 +143,16 @@ public enum OpBody: Sendable, Equatable {
         case .messageModify: "message.modify"
         case .clientLogin: "client.login"
         case .clientLogout: "client.logout"
+        case .channelCreate: "channel.create"
+        case .channelJoin: "channel.join"
+        case .channelInvite: "channel.invite"
+        case .channelCancelInvite: "channel.cancelInvite"
+        case .channelReject: "channel.reject"
+        case .channelAccept: "channel.accept"
+        case .channelLeave: "channel.leave"
+        case .channelClose: "channel.close"
+        case .channelControl: "channel.control"
+        case .clockTick: "clock.tick"
         }
     }
 
@@ -147,7 +168,22 @@ public enum OpBody: Sendable, Equatable {
             t
         case .messageSend(let m): m.to.kind == .p2p ? nil : m.to.id
         case .messageRead(let to, _), .messageReceipt(let to, _): to.kind == .p2p ? nil : to.id
-        case .messageModify, .clientLogin, .clientLogout: nil
+        case .messageModify, .clientLogin, .clientLogout, .clockTick: nil
+        case .channelCreate, .channelJoin, .channelInvite, .channelCancelInvite, .channelReject, .channelAccept,
+            .channelLeave, .channelClose, .channelControl:
+            nil
+        }
+    }
+
+    /// The channel a signaling op acts on.
+    public var channel: String? {
+        switch self {
+        case .channelCreate(let c, _, _), .channelJoin(let c), .channelCancelInvite(let c, _, _),
+            .channelReject(let c, _, _), .channelAccept(let c, _, _), .channelLeave(let c), .channelClose(let c),
+            .channelControl(let c, _, _):
+            c
+        case .channelInvite(let i): i.channel
+        default: nil
         }
     }
 }

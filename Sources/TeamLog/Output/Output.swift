@@ -3,4 +3,6 @@ public enum Output: Sendable, Equatable {
     case tip(Tip)
     case notice(Notice)
     case delivery(Delivery)
+    case signal(Signal)
+    case login(Login)
 }

@@ -67,6 +67,14 @@ public enum Record: Sendable, Equatable {
                 w.writeString(s.reason.rawValue)
             }
             w.writeRaw("}}")
+        case .output(.signal(let sig)):
+            w.write(sig.json)
+        case .output(.login(let login)):
+            w.write(.object([
+                ("kind", .string("login")), ("seq", .int(Int64(login.seq))), ("user", .string(login.user)),
+                ("device", .string(login.device)), ("offline", .array(login.offline.map(\.json))),
+                ("channels", .array(login.channels.map(\.summaryJSON))),
+            ]))
         case .output(.notice(let n)):
             w.write(.object([
                 ("kind", .string("notice")), ("seq", .int(Int64(n.seq))), ("to", .string(n.to)),
@@ -143,5 +151,55 @@ extension ZIMChangeInfo {
         if let memberRole { pairs.append(("memberRole", .int(Int64(memberRole)))) }
         if let muteExpiredTime { pairs.append(("muteExpiredTime", .int(muteExpiredTime))) }
         return .object(pairs)
+    }
+}
+
+extension Signal {
+    /// `{"kind":"signal","seq","channel","event","to","devices","stored","sync"}`, then `members` for
+    /// `membersSync`, and `from` / `requestId` when known.
+    public var json: JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("kind", .string("signal")), ("seq", .int(Int64(seq))), ("channel", .string(channel)),
+            ("event", .string(event.rawValue)), ("to", .string(to)), ("devices", .array(devices.map { .string($0) })),
+            ("stored", .bool(stored)), ("sync", .bool(sync)),
+        ]
+        if let members { pairs.append(("members", .array(members.map { .string($0) }))) }
+        if !from.isEmpty { pairs.append(("from", .string(from))) }
+        if let requestId { pairs.append(("requestId", .string(requestId))) }
+        return .object(pairs)
+    }
+}
+
+extension StoredSignal {
+    /// A stored notification as delivered at login.
+    public var json: JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("seq", .int(Int64(seq))), ("channel", .string(channel)), ("event", .string(event.rawValue)),
+            ("from", .string(from)),
+        ]
+        if let requestId { pairs.append(("requestId", .string(requestId))) }
+        if let pushText { pairs.append(("pushText", .string(pushText))) }
+        return .object(pairs)
+    }
+}
+
+extension ChannelState {
+    /// The channel as the login sync lists it: id, kind and members.
+    public var summaryJSON: JSONValue {
+        .object([
+            ("channel", .string(id)), ("kind", .string(kind.rawValue)),
+            ("members", .array(memberIds.map { .string($0) })),
+        ])
+    }
+
+    /// `teamlog channel` (SPEC §5).
+    public var json: JSONValue {
+        .object([
+            ("channel", .string(id)), ("kind", .string(kind.rawValue)), ("closed", .bool(closed)),
+            ("members", .array(memberIds.map { .string($0) })),
+            ("pendingInvites", .array(invites.map { i in
+                .object([("target", .string(i.target)), ("inviter", .string(i.inviter)), ("requestId", .string(i.requestId))])
+            })),
+        ])
     }
 }

@@ -72,7 +72,21 @@ extension OpBody {
             return [("to", to.json)] + (upTo.map { [("upTo", JSONValue.int(Int64($0)))] } ?? [])
         case .messageReceipt(let to, let ids): return [("to", to.json), ("messageIds", Self.ids(ids))]
         case .messageModify(let id, let content): return [("messageId", .string(id)), ("content", content)]
-        case .clientLogin, .clientLogout: return []
+        case .clientLogin, .clientLogout, .clockTick: return []
+        case .channelCreate(let c, let kind, let ext):
+            return [("channel", .string(c)), ("kind", .string(kind.rawValue))] + (ext.map { [("ext", JSONValue.string($0))] } ?? [])
+        case .channelJoin(let c), .channelLeave(let c), .channelClose(let c): return [("channel", .string(c))]
+        case .channelInvite(let i):
+            var pairs: [(String, JSONValue)] = [("channel", .string(i.channel)), ("target", .string(i.target)),
+                                                ("requestId", .string(i.requestId)), ("offline", .bool(i.offline))]
+            if let text = i.pushText { pairs.append(("pushText", .string(text))) }
+            return pairs
+        case .channelCancelInvite(let c, let target, let r):
+            return [("channel", .string(c)), ("target", .string(target)), ("requestId", .string(r))]
+        case .channelReject(let c, let inviter, let r), .channelAccept(let c, let inviter, let r):
+            return [("channel", .string(c)), ("inviter", .string(inviter)), ("requestId", .string(r))]
+        case .channelControl(let c, let target, let data):
+            return [("channel", .string(c))] + (target.map { [("target", JSONValue.string($0))] } ?? []) + [("data", .string(data))]
         }
     }
 }

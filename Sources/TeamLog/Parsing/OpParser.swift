@@ -191,6 +191,37 @@ public enum OpParser {
             _ = try f.requiredId("device")
             return .clientLogout
         },
+        "channel.create": { f throws(Rejection) in
+            .channelCreate(channel: try f.requiredId("channel"), kind: try f.optionalEnum("kind") ?? .audio,
+                           ext: try f.optionalText("ext"))
+        },
+        "channel.join": { f throws(Rejection) in .channelJoin(channel: try f.requiredId("channel")) },
+        "channel.invite": { f throws(Rejection) in
+            var i = ChannelInvite(channel: try f.requiredId("channel"), target: try f.requiredId("target"),
+                                  requestId: try f.requiredId("requestId"))
+            i.offline = try f.optionalBool("offline") ?? false
+            i.pushText = try f.optionalText("pushText")
+            return .channelInvite(i)
+        },
+        "channel.cancelInvite": { f throws(Rejection) in
+            .channelCancelInvite(channel: try f.requiredId("channel"), target: try f.requiredId("target"),
+                                 requestId: try f.requiredId("requestId"))
+        },
+        "channel.reject": { f throws(Rejection) in
+            .channelReject(channel: try f.requiredId("channel"), inviter: try f.requiredId("inviter"),
+                           requestId: try f.requiredId("requestId"))
+        },
+        "channel.accept": { f throws(Rejection) in
+            .channelAccept(channel: try f.requiredId("channel"), inviter: try f.requiredId("inviter"),
+                           requestId: try f.requiredId("requestId"))
+        },
+        "channel.leave": { f throws(Rejection) in .channelLeave(channel: try f.requiredId("channel")) },
+        "channel.close": { f throws(Rejection) in .channelClose(channel: try f.requiredId("channel")) },
+        "channel.control": { f throws(Rejection) in
+            .channelControl(channel: try f.requiredId("channel"), target: try f.optionalId("target"),
+                            data: try f.optionalText("data") ?? "")
+        },
+        "clock.tick": { _ throws(Rejection) in .clockTick },
     ]
 
     /// Every op name this parser knows.

@@ -4,6 +4,7 @@ extension World {
     /// Applies `event` (which `decide` accepted against this state) and appends its outputs to `out`.
     public mutating func apply(_ event: Event, into out: inout [Output]) {
         precondition(event.seq == lastSeq + 1, "event \(event.seq) applied after \(lastSeq)")
+        if let deadline = syncDeadline, event.ts >= deadline { runMembersSync(at: event.ts, seq: event.seq, into: &out) }
         lastSeq = event.seq
         lastTs = max(lastTs, event.ts)
         let seq = event.seq
@@ -186,8 +187,12 @@ extension World {
             teams[id]!.updateMember(actor) { $0.notify = state }
             touch(.member(id, actor))
 
-        case .messageSend, .messageRead, .messageReceipt, .messageModify, .clientLogin, .clientLogout:
+        case .messageSend, .messageRead, .messageReceipt, .messageModify:
             applyMessageOp(event, into: &out)
+
+        case .clientLogin, .clientLogout, .clockTick, .channelCreate, .channelJoin, .channelInvite,
+            .channelCancelInvite, .channelReject, .channelAccept, .channelLeave, .channelClose, .channelControl:
+            applySignalingOp(event, into: &out)
         }
     }
 

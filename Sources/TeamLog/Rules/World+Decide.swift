@@ -6,7 +6,15 @@ extension World {
     public func decide(_ op: Op, now: Int64) -> Result<Event, Rejection> {
         let ts = max(op.ts ?? now, lastTs)
         do {
-            try check(op, ts: ts)
+            if let deadline = syncDeadline, ts >= deadline {
+                // Members sync is due before this op: decide against the state after it (as `apply` will).
+                var synced = self
+                var scratch: [Output] = []
+                synced.runMembersSync(at: ts, seq: lastSeq + 1, into: &scratch)
+                try synced.check(op, ts: ts)
+            } else {
+                try check(op, ts: ts)
+            }
         } catch {
             return .failure(error)
         }
@@ -145,8 +153,12 @@ extension World {
             let team = try liveTeam(id)
             _ = try memberRole(team, actor)
 
-        case .messageSend, .messageRead, .messageReceipt, .messageModify, .clientLogin, .clientLogout:
+        case .messageSend, .messageRead, .messageReceipt, .messageModify:
             try checkMessageOp(op, ts: ts)
+
+        case .clientLogin, .clientLogout, .clockTick, .channelCreate, .channelJoin, .channelInvite,
+            .channelCancelInvite, .channelReject, .channelAccept, .channelLeave, .channelClose, .channelControl:
+            try checkSignalingOp(op)
         }
     }
 

@@ -60,9 +60,6 @@ extension World {
             if message.isTip { throw Rejection(.notPermitted, "\(id) is a tip: tips cannot be modified") }
             if message.sender != actor { throw Rejection(.notPermitted, "only the sender \(message.sender) may modify \(id)") }
 
-        case .clientLogin, .clientLogout:
-            if op.device == nil { throw Rejection(.missingField, "missing field \"device\"") }
-
         default:
             preconditionFailure("not a message op: \(op.name)")
         }
@@ -108,24 +105,6 @@ extension World {
             messages[id]!.modifiedBy = actor
             messages[id]!.modifiedTs = event.ts
             touch(.message(id))
-
-        case .clientLogin, .clientLogout:
-            let device = event.op.device!
-            var list = devices[actor] ?? []
-            let wasOnline = !list.isEmpty
-            if case .clientLogin = event.op.body {
-                if !list.contains(device) {
-                    list.append(device)
-                    list.sort()
-                }
-            } else {
-                list.removeAll { $0 == device }
-            }
-            devices[actor] = list.isEmpty ? nil : list
-            touch(.devices(actor))
-            if wasOnline != !list.isEmpty {
-                for id in userTeams[actor] ?? [] { teams[id]!.setOnline(actor, !list.isEmpty) }
-            }
 
         default:
             preconditionFailure("not a message op: \(event.op.name)")
@@ -199,7 +178,7 @@ extension World {
             userConvs[user, default: [:]][key] = UserConv()
             touch(.userConv(user, key))
         }
-        let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || devices[peer] != nil)
+        let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
         if convs[key] == nil { convs[key] = ConvState() }
         if receives && m.counts {
             convs[key]!.directed[peer, default: []].append(seq)
@@ -292,7 +271,7 @@ extension World {
         userConvs[user, default: [:]][key] = uc
         touch(.userConv(user, key))
         userTeams[user, default: []].insert(id)
-        if devices[user] != nil { teams[id]!.setOnline(user, true) }
+        if isOnline(user) { teams[id]!.setOnline(user, true) }
     }
 
     /// A user left a team: unread freezes at the leave, and so does the last message.

@@ -22,6 +22,10 @@ public enum ProjectionKey: Hashable, Sendable {
     case userConv(String, ConvKey)
     /// A receipt tally.
     case receipt(String)
-    /// A user's online devices.
-    case devices(String)
+    /// A user's online devices and offline time.
+    case presence(String)
+    /// A signaling channel.
+    case channel(String)
+    /// A user's stored offline notifications.
+    case offline(String)
 }

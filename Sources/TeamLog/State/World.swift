@@ -19,8 +19,16 @@ public struct World: Sendable {
     public var messages: [String: StoredMessage] = [:]
     /// Receipt tallies by message id.
     public var receipts: [String: ReceiptState] = [:]
-    /// Online devices per user (sorted).
-    public var devices: [String: [String]] = [:]
+    /// Online devices per user (sorted) and when they went offline.
+    public var presence: [String: Presence] = [:]
+    /// Signaling channels by id.
+    public var channels: [String: ChannelState] = [:]
+    /// Stored offline notifications per user, in order.
+    public var offlineQueues: [String: [StoredSignal]] = [:]
+    /// Open channels each user is a member of (derived; not stored).
+    public internal(set) var userChannels: [String: Set<String>] = [:]
+    /// The earliest event time at which members sync removes someone (derived cache; `nil`: nobody).
+    public internal(set) var syncDeadline: Int64?
     /// The teams each user is a member of (derived from the rosters; not stored).
     public internal(set) var userTeams: [String: Set<String>] = [:]
     /// Records changed since the store last drained this set.
@@ -52,9 +60,22 @@ extension World {
         for (id, team) in teams where !team.dismissed {
             for member in team.slots.compactMap({ $0 }) {
                 userTeams[member.user, default: []].insert(id)
-                if devices[member.user] != nil { teams[id]!.setOnline(member.user, true) }
+                if isOnline(member.user) { teams[id]!.setOnline(member.user, true) }
             }
         }
+        userChannels = [:]
+        for (id, channel) in channels where !channel.closed {
+            for user in channel.memberIds { userChannels[user, default: []].insert(id) }
+        }
+        recomputeSyncDeadline()
         dirty = []
     }
+}
+
+extension World {
+    /// Whether `user` has an online device.
+    public func isOnline(_ user: String) -> Bool { !(presence[user]?.devices.isEmpty ?? true) }
+
+    /// A user's online devices.
+    public func devices(of user: String) -> [String] { presence[user]?.devices ?? [] }
 }

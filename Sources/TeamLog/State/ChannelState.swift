@@ -1,0 +1,66 @@
+/// A signaling channel (a call): its members, pending invitations and whether it is closed.
+public struct ChannelState: Sendable, Equatable {
+    public var id: String
+    public var kind: ChannelKind
+    public var ext: String?
+    public var creator: String
+    public var createdSeq: UInt64
+    /// Closed channels reject every later op with `closed`.
+    public var closed = false
+    /// Members in join order, with the event time they joined (members sync counts from there).
+    public var members: [(user: String, joinedTs: Int64)] = []
+    /// Invitations not yet accepted, rejected or cancelled, in invitation order.
+    public var invites: [PendingInvite] = []
+
+    public init(id: String, kind: ChannelKind, ext: String?, creator: String, createdSeq: UInt64) {
+        self.id = id
+        self.kind = kind
+        self.ext = ext
+        self.creator = creator
+        self.createdSeq = createdSeq
+    }
+
+    public func isMember(_ user: String) -> Bool { members.contains { $0.user == user } }
+
+    public var memberIds: [String] { members.map(\.user) }
+
+    public func invite(target: String, inviter: String, requestId: String) -> PendingInvite? {
+        invites.first { $0.target == target && $0.inviter == inviter && $0.requestId == requestId }
+    }
+
+    public static func == (a: ChannelState, b: ChannelState) -> Bool {
+        a.id == b.id && a.kind == b.kind && a.ext == b.ext && a.creator == b.creator && a.createdSeq == b.createdSeq
+            && a.closed == b.closed && a.members.map(\.user) == b.members.map(\.user)
+            && a.members.map(\.joinedTs) == b.members.map(\.joinedTs) && a.invites == b.invites
+    }
+}
+
+/// An invitation waiting for an answer.
+public struct PendingInvite: Sendable, Equatable {
+    public var target: String
+    public var inviter: String
+    public var requestId: String
+    /// The inviter asked to store it for an offline target (and its cancellation likewise).
+    public var offline: Bool
+    public var pushText: String?
+}
+
+/// A notification stored for an offline user, delivered once at their next login.
+public struct StoredSignal: Sendable, Equatable {
+    public var seq: UInt64
+    public var channel: String
+    public var event: SignalEvent
+    public var from: String
+    public var requestId: String?
+    public var pushText: String?
+}
+
+/// A user's online devices and when they last went offline (members sync reads it).
+public struct Presence: Sendable, Equatable {
+    /// Online devices, sorted.
+    public var devices: [String] = []
+    /// Event time the last device went offline, if the user was ever online and is offline now.
+    public var offlineSince: Int64?
+
+    public init() {}
+}
