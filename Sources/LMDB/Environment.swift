@@ -37,7 +37,7 @@ public final class Environment: @unchecked Sendable {
     public let options: Options
     /// Guards the map size: read transactions share it, a resize takes it alone (LMDB requires that no
     /// transaction of this process is active while `mdb_env_set_mapsize` runs).
-    private var resizeLock = pthread_rwlock_t()
+    private let resizeLock: UnsafeMutablePointer<pthread_rwlock_t> = .allocate(capacity: 1)
     /// Stale reader slots found and cleared at open.
     public private(set) var staleReadersCleared: Int = 0
     /// How many times `write` grew the map.
@@ -58,7 +58,8 @@ public final class Environment: @unchecked Sendable {
         try check(mdb_env_create(&handle), "mdb_env_create")
         guard let handle else { throw LMDBError(code: .panic, message: "no environment", context: "mdb_env_create") }
         env = handle
-        pthread_rwlock_init(&resizeLock, nil)
+        resizeLock.initialize(to: pthread_rwlock_t())
+        pthread_rwlock_init(resizeLock, nil)
         // Every stored property is set from here on, so a throw releases `self` and `deinit` closes the
         // handle and destroys the lock; closing them here as well was a double free.
         try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
@@ -75,7 +76,8 @@ public final class Environment: @unchecked Sendable {
 
     deinit {
         mdb_env_close(env)
-        pthread_rwlock_destroy(&resizeLock)
+        pthread_rwlock_destroy(resizeLock)
+        resizeLock.deallocate()
     }
 
     /// The current map size in bytes.
@@ -122,8 +124,8 @@ public final class Environment: @unchecked Sendable {
         guard options.readOnly else { return try write { (txn: WriteTransaction) in try run(txn) } }
         // Not `read`: it aborts, and LMDB closes a handle opened in a transaction that does not commit
         // (every later use of it failed with EINVAL). A read-only transaction may commit.
-        pthread_rwlock_rdlock(&resizeLock)
-        defer { pthread_rwlock_unlock(&resizeLock) }
+        pthread_rwlock_rdlock(resizeLock)
+        defer { pthread_rwlock_unlock(resizeLock) }
         let txn = try Transaction(env: self, parent: nil, flags: UInt32(MDB_RDONLY))
         defer { txn.abort() }
         let handle = try run(txn)
@@ -133,8 +135,8 @@ public final class Environment: @unchecked Sendable {
 
     /// Runs `body` in a read-only snapshot. Bytes borrowed inside must not escape it.
     public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
-        pthread_rwlock_rdlock(&resizeLock)
-        defer { pthread_rwlock_unlock(&resizeLock) }
+        pthread_rwlock_rdlock(resizeLock)
+        defer { pthread_rwlock_unlock(resizeLock) }
         let txn = try Transaction(env: self, parent: nil, flags: UInt32(MDB_RDONLY))
         defer { txn.abort() }
         return try body(txn)
@@ -150,8 +152,8 @@ public final class Environment: @unchecked Sendable {
         while true {
             let txn: WriteTransaction
             do {
-                pthread_rwlock_rdlock(&resizeLock)
-                defer { pthread_rwlock_unlock(&resizeLock) }
+                pthread_rwlock_rdlock(resizeLock)
+                defer { pthread_rwlock_unlock(resizeLock) }
                 txn = try WriteTransaction(env: self, parent: nil, flags: 0)
                 do {
                     let result = try body(txn)
@@ -170,8 +172,8 @@ public final class Environment: @unchecked Sendable {
 
     /// Doubles the map (bounded by `maxGrowthStep`), with no transaction of this process active.
     private func grow() throws {
-        pthread_rwlock_wrlock(&resizeLock)
-        defer { pthread_rwlock_unlock(&resizeLock) }
+        pthread_rwlock_wrlock(resizeLock)
+        defer { pthread_rwlock_unlock(resizeLock) }
         let current = mapSize
         let next = current + min(max(current, 1 << 20), options.maxGrowthStep)
         try check(mdb_env_set_mapsize(env, next), "mdb_env_set_mapsize \(next)")

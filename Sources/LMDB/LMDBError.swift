@@ -27,6 +27,8 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable, Equatable {
         public static let incompatible = Code(kind: .incompatible)
         /// Another process holds the writer lock and the caller asked not to wait.
         public static let busy = Code(kind: .busy)
+        /// A named database (or key) that does not exist was asked for where absence is an error.
+        public static let notFound = Code(kind: .notFound)
         /// A stored value could not be decoded by its codec.
         public static let decoding = Code(kind: .decoding)
         /// An operating-system error (`errno`).

@@ -13,10 +13,33 @@ struct Databases {
     let meta: Database<UTF8String, RawBytes>
     let projections: [ProjectionTable: DatabaseHandle]
 
+    /// The layout of the databases and records this build reads and writes.
+    static let format: UInt64 = 1
+
     init(env: Environment, create: Bool) throws {
+        // The format first, so an incompatible store is named as such rather than failing on a missing table.
+        let meta: Database<UTF8String, RawBytes>
+        do {
+            meta = try env.open("meta", create: create)
+        } catch let error as LMDBError where error.code == .notFound {
+            throw StoreError("\(env.path) is not a teamlog store (no meta database)")
+        }
+        let stored = try env.read { txn in try txn.get(meta, "format") }
+        if let stored {
+            let version = stored.withUnsafeBytes { raw in (try? BigEndianUInt64.decode(raw)) ?? 0 }
+            guard version == Self.format else {
+                throw StoreError(
+                    "store \(env.path) has format \(version); this build reads format \(Self.format). Export it with "
+                        + "the teamlog that wrote it (`teamlog log`) and ingest that into a new store")
+            }
+        } else if create {
+            try env.write { txn in try txn.put(meta, "format", BigEndianUInt64.encoded(Self.format)) }
+        } else {
+            throw StoreError("store \(env.path) has no format marker: not a teamlog store, or one never written")
+        }
+        self.meta = meta
         log = try env.open("log", create: create)
         opIds = try env.open("opIds", create: create)
-        meta = try env.open("meta", create: create)
         var p: [ProjectionTable: DatabaseHandle] = [:]
         for table in ProjectionTable.allCases {
             p[table] = try env.openHandle("p.\(table.rawValue)", create: create)

@@ -36,18 +36,7 @@ extension Store {
             if uc.leaveSeq == nil, let shared = try sharedLast(txn, conv), shared.seq > (last?.seq ?? 0) { last = shared }
             rows.append((conv, unread, uc.readSeq, last))
         }
-        rows.sort { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
-        return .object([
-            ("user", .string(user)),
-            ("total", .int(Int64(rows.reduce(0) { $0 + $1.unread }))),
-            ("conversations", .array(rows.map { row in
-                .object([
-                    ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
-                    ("lastReadSeq", .int(Int64(row.readSeq))),
-                    ("lastMessage", row.last.map { .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))]) } ?? .null),
-                ])
-            })),
-        ])
+        return World.unreadJSON(user: user, rows: rows)
     }
 
     /// `teamlog receipts MESSAGE_ID`: read and unread receivers of a `needReceipt` team message, or `nil`.
@@ -58,13 +47,7 @@ extension Store {
                     guard let value else { return nil }
                     var world = World()
                     try ProjectionCodec.restore(.receipts, key: key, value: value, into: &world)
-                    let tally = world.receipts[messageId]!
-                    let unread = tally.unread
-                    return .object([
-                        ("messageId", .string(messageId)), ("read", .int(Int64(tally.read.count))),
-                        ("unread", .int(Int64(unread.count))), ("readUsers", .array(tally.read.map { .string($0) })),
-                        ("unreadUsers", .array(unread.map { .string($0) })),
-                    ])
+                    return world.receipts[messageId]!.json(messageId: messageId)
                 }
             }
         }
@@ -84,21 +67,7 @@ extension Store {
     }
 
     /// The shape of `teamlog message`.
-    public static func messageJSON(_ id: String, _ m: StoredMessage) -> JSONValue {
-        var pairs: [(String, JSONValue)] = [
-            ("messageId", .string(id)), ("seq", .int(Int64(m.seq))), ("ts", .int(m.ts)),
-            ("to", m.conv.conversation(for: m.sender).json), ("sender", .string(m.sender)),
-            ("kind", .string(m.isTip ? "tip" : "message")), ("stored", .bool(m.stored)),
-        ]
-        if m.stored {
-            pairs.append(("content", m.content))
-            pairs.append(("needReceipt", .bool(m.needReceipt)))
-            pairs.append(("directedUserIds", m.directedUserIds.map { .array($0.map { .string($0) }) } ?? .null))
-            pairs.append(("hasChanged", .bool(m.hasChanged)))
-            pairs.append(("modifyInfo", m.modifiedBy.map { .object([("by", .string($0)), ("ts", .int(m.modifiedTs ?? 0))]) } ?? .null))
-        }
-        return .object(pairs)
-    }
+    public static func messageJSON(_ id: String, _ m: StoredMessage) -> JSONValue { m.json(id: id) }
 
     private func sharedLast(_ txn: Transaction, _ conv: ConvKey) throws -> MessageRef? {
         try conv.bytes.withUnsafeBytes { key in

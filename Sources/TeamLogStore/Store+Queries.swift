@@ -29,24 +29,9 @@ extension Store {
         return Self.teamJSON(team, memberCount: count, members: members, now: lastTs)
     }
 
-    /// The SPEC §5 shape of a team. `mutedUntil` is null when not muted or when the mute ended before
-    /// `now` (the last event time), -1 for a mute with no end.
+    /// The SPEC §5 shape of a team.
     public static func teamJSON(_ t: TeamState, memberCount: Int, members: [Member], now: Int64) -> JSONValue {
-        .object([
-            ("team", .string(t.id)), ("kind", .string(t.kind.rawValue)), ("name", .string(t.name)),
-            ("intro", .string(t.intro)), ("announcement", .string(t.announcement)), ("avatar", .string(t.avatar)),
-            ("owner", .string(t.owner)), ("joinMode", .string(t.joinMode.rawValue)),
-            ("inviteMode", .string(t.inviteMode.rawValue)), ("beInviteMode", .string(t.beInviteMode.rawValue)),
-            ("updateInfoMode", .string(t.updateInfoMode.rawValue)), ("muted", .bool(t.muted)),
-            ("dismissed", .bool(t.dismissed)), ("memberCount", .int(Int64(memberCount))),
-            ("members", .array(members.map { m in
-                let muted: JSONValue = m.isMuted(at: now) ? .int(m.mutedUntil!) : .null
-                return .object([
-                    ("user", .string(m.user)), ("role", .string(m.role.rawValue)),
-                    ("notify", .string(m.notify.rawValue)), ("mutedUntil", muted),
-                ])
-            })),
-        ])
+        t.json(memberCount: memberCount, members: members, now: now)
     }
 
     /// Seq and time of the last committed event.

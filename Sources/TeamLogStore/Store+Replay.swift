@@ -75,6 +75,35 @@ extension Store {
         return Replay(world: world, events: Int(expected - 1), problem: problem, lastHash: hash)
     }
 
+    /// Visits committed events from `from` through `to` in one snapshot, verifying the hash chain from
+    /// seq 1 (a break stops the visit and is reported to `problem`).
+    public func forEachEvent(from: UInt64 = 1, to: UInt64? = nil, _ body: (Event) throws -> Void,
+                             problem: (ChainProblem) -> Void = { _ in }) throws {
+        try env.read { txn in
+            var hash = HashChain.genesis
+            var expected: UInt64 = 1
+            var stop: ChainProblem?
+            try txn.forEach(dbs.log.handle) { key, value in
+                let seq = try BigEndianUInt64.decode(key)
+                if let to, seq > to { return false }
+                guard seq == expected, let record = LogRecord(value) else {
+                    stop = ChainProblem(seq: expected, message: "record missing or out of order")
+                    return false
+                }
+                let next = HashChain.next(previous: hash, seq: seq, payload: record.payload)
+                guard next.elementsEqual(record.hash) else {
+                    stop = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
+                    return false
+                }
+                hash = next
+                expected += 1
+                if seq >= from { try body(try EventCodec.decode(seq: seq, record.payload)) }
+                return true
+            }
+            if let stop { problem(stop) }
+        }
+    }
+
     /// Reads one event by seq.
     public func event(at seq: UInt64) throws -> Event? {
         try env.read { txn in

@@ -1,6 +1,12 @@
 public import LMDB
 public import TeamLog
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The LMDB-backed event log with its stored projections and checkpoint.
 ///
 /// One writer per environment: the owner of a `Store` submits ops (decide + apply in memory) and commits
@@ -17,6 +23,8 @@ public final class Store {
         public var config: Config = Config()
         /// Open for queries only.
         public var readOnly: Bool = false
+        /// When another process holds the writer lock: wait for it (true) or fail at once (false).
+        public var waitForWriter: Bool = false
 
         public init() {}
     }
@@ -44,6 +52,7 @@ public final class Store {
     private var pendingOpIds: [String: OpIdOutcome] = [:]
     private var pendingOutputsScratch: [Output] = []
     private var failed: StoreError?
+    private var writerLock: WriterLock?
 
     /// Opens (creating when missing) the store in directory `path` and loads its projections.
     /// With `loadState` false (queries) the projections stay on disk and `world` holds only the checkpoint.
@@ -52,6 +61,12 @@ public final class Store {
         envOptions.mapSize = options.mapSize
         envOptions.noSync = options.noSync
         envOptions.readOnly = options.readOnly
+        if !options.readOnly {
+            if mkdir(path, 0o755) != 0 && errno != EEXIST {
+                throw StoreError("cannot create store directory \(path): \(String(cString: strerror(errno)))")
+            }
+            writerLock = try WriterLock(directory: path, wait: options.waitForWriter)
+        }
         env = try Environment(path: path, options: envOptions)
         dbs = try Databases(env: env, create: !options.readOnly)
         let meta = try dbs.readMeta(env)
@@ -78,6 +93,14 @@ public final class Store {
     public var wantsDeliveries: Bool {
         get { world.wantsDeliveries }
         set { world.wantsDeliveries = newValue }
+    }
+
+    /// Gives up the writer role: commits nothing more and releases the writer lock, so another `Store`
+    /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
+    public func close() {
+        failed = failed ?? StoreError("store was closed")
+        writerLock?.release()
+        writerLock = nil
     }
 
     /// Number of submitted ops (accepted, or rejected with an opId) not yet committed.

@@ -14,8 +14,12 @@ struct Unread: ParsableCommand {
     @Flag(help: "Print the SPEC §5 JSON shape.")
     var json = false
 
+    @Option(help: "Answer as of this seq (a replay of the log up to it).")
+    var at: UInt64?
+
     func run() throws {
-        let view = try openForQuery(storeOptions.path).unreadView(user)
+        let store = try openForQuery(storeOptions.path)
+        let view = try at.map { try replayed(store, $0).unreadView(user) } ?? store.unreadView(user)
         if json { return try printOut(view.jsonString) }
         var lines = ["\(user): \(TeamTable.text(view["total"])) unread"]
         for c in view["conversations"]?.arrayValue ?? [] {
@@ -39,8 +43,12 @@ struct Receipts: ParsableCommand {
     @Flag(help: "Print the SPEC §5 JSON shape.")
     var json = false
 
+    @Option(help: "Answer as of this seq (a replay of the log up to it).")
+    var at: UInt64?
+
     func run() throws {
-        guard let view = try openForQuery(storeOptions.path).receiptsView(messageId) else {
+        let store = try openForQuery(storeOptions.path)
+        guard let view = try at.map({ try replayed(store, $0).receiptsView(messageId) }) ?? store.receiptsView(messageId) else {
             printErr("teamlog: no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
             throw ExitCode(1)
         }
@@ -84,8 +92,12 @@ struct Channel: ParsableCommand {
     @Flag(help: "Print the SPEC §5 JSON shape.")
     var json = false
 
+    @Option(help: "Answer as of this seq (a replay of the log up to it).")
+    var at: UInt64?
+
     func run() throws {
-        guard let view = try openForQuery(storeOptions.path).channelView(channel) else {
+        let store = try openForQuery(storeOptions.path)
+        guard let view = try at.map({ try replayed(store, $0).channelView(channel) }) ?? store.channelView(channel) else {
             printErr("teamlog: no channel \(channel)")
             throw ExitCode(1)
         }

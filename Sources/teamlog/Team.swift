@@ -14,9 +14,13 @@ struct Team: ParsableCommand {
     @Flag(help: "Print the SPEC §5 JSON shape.")
     var json = false
 
+    @Option(help: "Answer as of this seq (a replay of the log up to it).")
+    var at: UInt64?
+
     func run() throws {
         let store = try openForQuery(storeOptions.path)
-        guard let view = try store.teamView(team) else {
+        let found = try at.map { try replayed(store, $0).teamView(team) } ?? store.teamView(team)
+        guard let view = found else {
             printErr("teamlog: no team \(team)")
             throw ExitCode(1)
         }
@@ -26,6 +30,14 @@ struct Team: ParsableCommand {
             try printOut(TeamTable.render(view))
         }
     }
+}
+
+/// The state as of `seq`, replayed from the log (fails when the log is broken before it).
+func replayed(_ store: Store, _ seq: UInt64) throws -> World {
+    let replay = try store.replay(upTo: seq)
+    if let problem = replay.problem { throw CLIError("cannot replay to seq \(seq): \(problem)") }
+    if UInt64(replay.events) < seq { throw CLIError("the log ends at seq \(replay.events), before \(seq)") }
+    return replay.world
 }
 
 /// Opens an existing store for reading.

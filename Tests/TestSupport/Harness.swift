@@ -57,7 +57,7 @@ public final class StoreHarness {
 
     /// Closes and reopens the store (projections loaded from disk).
     public func reopen() throws {
-        processor = Processor(store: store, options: processorOptions) { _ in }
+        store.close()
         store = try Store(path: path, options: options)
         rewire()
     }

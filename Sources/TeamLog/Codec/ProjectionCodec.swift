@@ -43,7 +43,6 @@ public enum ProjectionCodec {
                 var w = ByteWriter()
                 w.u8(version)
                 writeRef(conv.last, &w)
-                w.varint(UInt64(conv.counted.count))
                 return w.bytes
             })
         case .counted(let key, let seq):
@@ -305,7 +304,6 @@ public enum ProjectionCodec {
         case .convs:
             guard let conv = ConvKey(bytes: key) else { throw DecodeError("bad conversation key") }
             world.convs[conv, default: ConvState()].last = try readRef(&r)
-            _ = try r.varint()
         case .counted, .own, .directed:
             let (conv, user, seq) = try splitSeqKey(key, hasUser: table != .counted)
             let position = try r.varint()

@@ -135,7 +135,10 @@ extension World {
         // Counting and last message: from the receivers alone (alert mode plays no part). The conversation
         // is changed in place: a copy would duplicate its seq lists on every message.
         let ref = MessageRef(seq: seq, messageId: m.messageId)
-        if convs[key] == nil { convs[key] = ConvState() }
+        if convs[key] == nil {
+            convs[key] = ConvState()
+            touch(.conv(key))
+        }
         if directed == nil {
             if m.counts {
                 convs[key]!.counted.append(seq)
@@ -179,14 +182,22 @@ extension World {
             touch(.userConv(user, key))
         }
         let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
-        if convs[key] == nil { convs[key] = ConvState() }
+        if convs[key] == nil {
+            convs[key] = ConvState()
+            touch(.conv(key))
+        }
         if receives && m.counts {
             convs[key]!.directed[peer, default: []].append(seq)
             touch(.directed(key, peer, seq))
         }
         if m.isStored && !m.disableUpdateLastMessage {
-            convs[key]!.last = MessageRef(seq: seq, messageId: m.messageId)
-            touch(.conv(key))
+            let ref = MessageRef(seq: seq, messageId: m.messageId)
+            if m.directedUserIds?.contains(peer) ?? true {
+                convs[key]!.last = ref
+                touch(.conv(key))
+            } else {
+                setIndividualLast(sender, key, ref)  // directed only to the sender: the peer never sees it
+            }
         }
         storeMessage(m, sender: sender, event: event, key: key)
         guard wantsDeliveries else { return }

@@ -1,0 +1,102 @@
+/// The query shapes of SPEC §5 computed from a `World` in memory: what `--at SEQ` answers from a replay,
+/// and what tests compare with the answers the store computes from its LMDB indexes.
+extension World {
+    /// `teamlog team TEAM`.
+    public func teamView(_ id: String) -> JSONValue? {
+        guard let team = teams[id] else { return nil }
+        return team.json(memberCount: team.memberCount, members: team.roster, now: lastTs)
+    }
+
+    /// `teamlog unread USER`: conversations most recent first.
+    public func unreadView(_ user: String) -> JSONValue {
+        let rows = (userConvs[user] ?? [:]).map { key, uc in
+            (key: key, unread: unread(user, key), readSeq: uc.readSeq, last: lastMessage(user, key))
+        }
+        return Self.unreadJSON(user: user, rows: rows)
+    }
+
+    /// The unread shape from rows (shared with the store's index-based query).
+    public static func unreadJSON(user: String, rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)])
+        -> JSONValue
+    {
+        let sorted = rows.sorted { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
+        return .object([
+            ("user", .string(user)),
+            ("total", .int(Int64(sorted.reduce(0) { $0 + $1.unread }))),
+            ("conversations", .array(sorted.map { row in
+                .object([
+                    ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
+                    ("lastReadSeq", .int(Int64(row.readSeq))),
+                    ("lastMessage", row.last.map {
+                        .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))])
+                    } ?? .null),
+                ])
+            })),
+        ])
+    }
+
+    /// `teamlog receipts MESSAGE_ID`.
+    public func receiptsView(_ messageId: String) -> JSONValue? {
+        receipts[messageId].map { $0.json(messageId: messageId) }
+    }
+
+    /// `teamlog message MESSAGE_ID`.
+    public func messageView(_ messageId: String) -> JSONValue? {
+        messages[messageId].map { $0.json(id: messageId) }
+    }
+
+    /// `teamlog channel CHANNEL`.
+    public func channelView(_ id: String) -> JSONValue? { channels[id]?.json }
+}
+
+extension TeamState {
+    /// The SPEC §5 shape of a team. `mutedUntil` is null when not muted or when the mute ended before
+    /// `now` (the last event time), -1 for a mute with no end.
+    public func json(memberCount: Int, members: [Member], now: Int64) -> JSONValue {
+        .object([
+            ("team", .string(id)), ("kind", .string(kind.rawValue)), ("name", .string(name)),
+            ("intro", .string(intro)), ("announcement", .string(announcement)), ("avatar", .string(avatar)),
+            ("owner", .string(owner)), ("joinMode", .string(joinMode.rawValue)),
+            ("inviteMode", .string(inviteMode.rawValue)), ("beInviteMode", .string(beInviteMode.rawValue)),
+            ("updateInfoMode", .string(updateInfoMode.rawValue)), ("muted", .bool(muted)),
+            ("dismissed", .bool(dismissed)), ("memberCount", .int(Int64(memberCount))),
+            ("members", .array(members.map { m in
+                let muted: JSONValue = m.isMuted(at: now) ? .int(m.mutedUntil!) : .null
+                return .object([
+                    ("user", .string(m.user)), ("role", .string(m.role.rawValue)),
+                    ("notify", .string(m.notify.rawValue)), ("mutedUntil", muted),
+                ])
+            })),
+        ])
+    }
+}
+
+extension ReceiptState {
+    /// `{"messageId","read","unread","readUsers","unreadUsers"}`.
+    public func json(messageId: String) -> JSONValue {
+        let unread = self.unread
+        return .object([
+            ("messageId", .string(messageId)), ("read", .int(Int64(read.count))), ("unread", .int(Int64(unread.count))),
+            ("readUsers", .array(read.map { .string($0) })), ("unreadUsers", .array(unread.map { .string($0) })),
+        ])
+    }
+}
+
+extension StoredMessage {
+    /// The shape of `teamlog message`.
+    public func json(id: String) -> JSONValue {
+        var pairs: [(String, JSONValue)] = [
+            ("messageId", .string(id)), ("seq", .int(Int64(seq))), ("ts", .int(ts)),
+            ("to", conv.conversation(for: sender).json), ("sender", .string(sender)),
+            ("kind", .string(isTip ? "tip" : "message")), ("stored", .bool(stored)),
+        ]
+        if stored {
+            pairs.append(("content", content))
+            pairs.append(("needReceipt", .bool(needReceipt)))
+            pairs.append(("directedUserIds", directedUserIds.map { .array($0.map { .string($0) }) } ?? .null))
+            pairs.append(("hasChanged", .bool(hasChanged)))
+            pairs.append(("modifyInfo", modifiedBy.map { .object([("by", .string($0)), ("ts", .int(modifiedTs ?? 0))]) } ?? .null))
+        }
+        return .object(pairs)
+    }
+}

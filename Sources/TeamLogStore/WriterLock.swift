@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The one-writer rule across processes: an exclusive `flock` on `writer.lock` in the store directory,
+/// held for as long as a writable `Store` is open.
+///
+/// LMDB serializes write transactions itself, but a second writer would decide ops against the state it
+/// loaded at open, which the first writer keeps changing; so a second writer waits for the lock or fails
+/// with a message naming the holder.
+final class WriterLock {
+    private var fd: Int32
+
+    init(directory: String, wait: Bool) throws {
+        let path = directory + "/writer.lock"
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw StoreError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let holder = Self.readHolder(fd)
+            guard wait, errno == EWOULDBLOCK || errno == EAGAIN else {
+                close(fd)
+                throw StoreError(
+                    "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
+                        + "one writer per store: wait for it to finish, or pass --wait")
+            }
+            while flock(fd, LOCK_EX) != 0 {
+                if errno != EINTR {
+                    close(fd)
+                    throw StoreError("cannot lock \(path): \(String(cString: strerror(errno)))")
+                }
+            }
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+    }
+
+    private static func readHolder(_ fd: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let n = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        let text = String(decoding: buffer[..<n], as: UTF8.self).trimmingWhitespace
+        return text.isEmpty ? nil : text
+    }
+
+    /// Releases the lock (idempotent).
+    func release() {
+        guard fd >= 0 else { return }
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    deinit { release() }
+}
+
+extension String {
+    var trimmingWhitespace: String {
+        String(self.drop { $0 == " " || $0 == "\n" }.reversed().drop { $0 == " " || $0 == "\n" }.reversed())
+    }
+}
