@@ -119,6 +119,37 @@ public final class Processor {
         }
     }
 
+    /// Stream mode: reads a live feed, group-committing every `batchSize` ops or `flushMs` after the first
+    /// uncommitted op, whichever comes first; each batch's records reach the sink only after its commit.
+    /// Returns when the input ends or `stopRequested()` turns true (then what was read is committed).
+    public func follow(_ reader: inout LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
+        var deadline: Int64?
+        while !stopRequested() {
+            let now = LineReader.milliseconds()
+            if let d = deadline, now >= d {
+                try commit()
+                deadline = nil
+                continue
+            }
+            let timeout = deadline.map { Int($0 - now) } ?? 100
+            switch try reader.next(timeoutMs: timeout) {
+            case .line(let line):
+                try process(line)
+                if inBatch == 0 && out.bytes.isEmpty {
+                    deadline = nil  // the batch just filled and committed
+                } else if deadline == nil {
+                    deadline = LineReader.milliseconds() + Int64(flushMs)
+                }
+            case .timeout:
+                continue
+            case .end:
+                try commit()
+                return
+            }
+        }
+        try commit()
+    }
+
     /// Reads every line of `reader`, then commits.
     public func run(_ reader: inout LineReader) throws {
         while let line = try reader.next() {

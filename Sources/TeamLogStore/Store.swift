@@ -25,6 +25,9 @@ public final class Store {
         public var readOnly: Bool = false
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
         public var waitForWriter: Bool = false
+        /// Verify the whole hash chain when opening for writing (a hash-only scan, ~GB/s); a broken chain
+        /// makes the store refuse to append until `repair`.
+        public var verifyChainAtOpen: Bool = true
 
         public init() {}
     }
@@ -85,6 +88,11 @@ public final class Store {
             try dbs.loadProjections(env, into: &world)
             world.finishRestore()
         }
+        if !options.readOnly && options.verifyChainAtOpen, let problem = try verifyChain() {
+            failed = StoreError(
+                "the log's hash chain is broken at \(problem); refusing to append onto it. "
+                    + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild")
+        }
         world.dirty = []
     }
 
@@ -94,6 +102,9 @@ public final class Store {
         get { world.wantsDeliveries }
         set { world.wantsDeliveries = newValue }
     }
+
+    /// Why the store refuses to write, if it does (a broken chain found at open, a failed commit, closed).
+    public var refusal: StoreError? { failed }
 
     /// Gives up the writer role: commits nothing more and releases the writer lock, so another `Store`
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.

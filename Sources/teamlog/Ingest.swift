@@ -26,6 +26,15 @@ struct Ingest: ParsableCommand {
     @Flag(help: "Skip fsync at commit (faster; a crash may lose the last batches, never tear one).")
     var noSync = false
 
+    @Flag(help: "Stream mode: keep reading a live feed (stdin, a FIFO, or a growing file) until it ends or SIGINT/SIGTERM.")
+    var follow = false
+
+    @Option(help: "Stream mode: commit at the latest this many ms after the first uncommitted op.")
+    var flushMs: Int = 10
+
+    @Flag(help: "Wait for another writer of the store to finish instead of failing.")
+    var wait = false
+
     func run() throws {
         guard let emitMode = Processor.Emit(rawValue: emit) else {
             throw ValidationError("--emit must be all, events or none")
@@ -37,18 +46,28 @@ struct Ingest: ParsableCommand {
 
         var storeOpts = Store.Options()
         storeOpts.noSync = noSync
+        storeOpts.waitForWriter = wait
         let store: Store
         do { store = try Store(path: storeOptions.path, options: storeOpts) } catch {
             throw CLIError("cannot open store \(storeOptions.path): \(error)")
+        }
+        if let refusal = store.refusal {
+            printErr("teamlog: \(refusal)")
+            throw ExitCode(2)
         }
         var options = Processor.Options()
         options.emit = emitMode
         options.batchSize = batchSize
         let processor = Processor(store: store, options: options) { bytes in try writeAll(1, bytes) }
-        var reader = LineReader(fd: fd)
+        var reader = LineReader(fd: fd, follow: follow)
         let start = monotonicSeconds()
         do {
-            try processor.run(&reader)
+            if follow {
+                StopSignal.install()
+                try processor.follow(&reader, flushMs: max(0, flushMs)) { StopSignal.requested }
+            } else {
+                try processor.run(&reader)
+            }
         } catch {
             printErr("teamlog: store failure: \(error)")
             throw ExitCode(2)
@@ -65,4 +84,20 @@ func format3(_ x: Double) -> String {
     let scaled = Int((x * 1000).rounded())
     let frac = String(scaled % 1000)
     return "\(scaled / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+}
+
+/// SIGINT/SIGTERM in stream mode: note the request; the loop commits what it read and exits cleanly.
+enum StopSignal {
+    nonisolated(unsafe) static var flag: sig_atomic_t = 0
+
+    static var requested: Bool { flag != 0 }
+
+    static func install() {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { _ in StopSignal.flag = 1 }
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = 0  // no SA_RESTART: a blocked poll or read returns EINTR and the loop sees the flag
+        sigaction(SIGINT, &action, nil)
+        sigaction(SIGTERM, &action, nil)
+    }
 }

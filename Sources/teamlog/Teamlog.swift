@@ -6,7 +6,7 @@ struct Teamlog: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "teamlog",
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
-        subcommands: [Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self, Demo.self, DebugHoldReader.self]
+        subcommands: [Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self, Repair.self, Demo.self, DebugHoldReader.self]
     )
 }
 

@@ -1,0 +1,102 @@
+public import LMDB
+public import TeamLog
+
+/// Guarding and repairing the chain: a writer verifies the whole hash chain when it opens and refuses to
+/// append onto a broken one; `repair` cuts the log at the first bad record and rebuilds every projection
+/// from what remains.
+extension Store {
+    /// Verifies seq continuity and every chained hash of the committed log (hashes only: no decoding),
+    /// and that the checkpoint names the last record. `nil` when sound.
+    public func verifyChain() throws -> ChainProblem? {
+        try env.read { txn in
+            let meta = try dbs.readMeta(txn)
+            var hash = HashChain.genesis
+            var expected: UInt64 = 1
+            var problem: ChainProblem?
+            try txn.forEach(dbs.log.handle) { key, value in
+                guard key.count == 8, (try? BigEndianUInt64.decode(key)) == expected else {
+                    let seq = (try? BigEndianUInt64.decode(key)) ?? 0
+                    problem = ChainProblem(
+                        seq: expected, message: seq > expected ? "record missing (next stored record is \(seq))" : "record out of order (\(seq))")
+                    return false
+                }
+                guard let record = LogRecord(value) else {
+                    problem = ChainProblem(seq: expected, message: "record too short to hold its hash")
+                    return false
+                }
+                let next = HashChain.next(previous: hash, seq: expected, payload: record.payload)
+                guard next.elementsEqual(record.hash) else {
+                    problem = ChainProblem(seq: expected, message: "hash mismatch: the record or one before it was changed")
+                    return false
+                }
+                hash = next
+                expected += 1
+                return true
+            }
+            if problem == nil {
+                if expected - 1 != meta.lastSeq {
+                    problem = ChainProblem(seq: min(expected, meta.lastSeq + 1),
+                                           message: "checkpoint says seq \(meta.lastSeq) but the log ends at \(expected - 1)")
+                } else if hash != meta.lastHash {
+                    problem = ChainProblem(seq: meta.lastSeq, message: "checkpoint hash differs from the log's last hash")
+                }
+            }
+            return problem
+        }
+    }
+
+    /// What `repair` did.
+    public struct RepairReport: Sendable {
+        /// The chain problem found, if any.
+        public var problem: ChainProblem?
+        /// Log records removed (the first bad one and everything after it).
+        public var removedEvents: Int
+        /// Events kept.
+        public var keptEvents: Int
+        /// Projection records rewritten.
+        public var projectionRecords: Int
+    }
+
+    /// Cuts the log before its first bad record (if any), drops the opIds of the removed events, and
+    /// rebuilds every projection table and the checkpoint from the remaining log, in one transaction.
+    /// Ops after the cut are lost from the store: feed them again (their opIds are free again).
+    public func repair() throws -> RepairReport {
+        let replay = try self.replay()
+        let keep = UInt64(replay.events)
+        let rebuilt = ProjectionCodec.allRecords(replay.world)
+        var removed = 0
+        var count = 0
+        try env.write { txn in
+            var doomed: [[UInt8]] = []
+            try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(keep + 1)) { key, _ in
+                doomed.append(Array(key))
+                return true
+            }
+            // Records out of order or with a bad key sort anywhere: drop every key that is not 1...keep.
+            try txn.forEach(dbs.log.handle) { key, _ in
+                if key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) > keep || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0 {
+                    if !doomed.contains(where: { $0.elementsEqual(key) }) { doomed.append(Array(key)) }
+                }
+                return true
+            }
+            for key in doomed { try txn.delete(dbs.log.handle, key: key) }
+            removed = doomed.count
+            var staleOpIds: [[UInt8]] = []
+            try txn.forEach(dbs.opIds.handle) { key, value in
+                if case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value), seq > keep { staleOpIds.append(Array(key)) }
+                return true
+            }
+            for key in staleOpIds { try txn.delete(dbs.opIds.handle, key: key) }
+            for table in ProjectionTable.allCases {
+                let db = dbs.projection(table)
+                try txn.clear(db)
+                for (key, value) in rebuilt[table] ?? [] {
+                    try txn.put(db, key: key, value: value)
+                    count += 1
+                }
+            }
+            try dbs.writeCheckpoint(txn, Meta(lastSeq: keep, lastTs: replay.world.lastTs, lastHash: replay.lastHash, config: nil))
+        }
+        return RepairReport(problem: replay.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
+    }
+}

@@ -1,0 +1,26 @@
+import ArgumentParser
+import TeamLogStore
+
+/// `teamlog repair`: cut the log at its first bad record and rebuild the projections from the rest.
+struct Repair: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Cut the log before its first broken record and rebuild every projection from the log.")
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    func run() throws {
+        var options = Store.Options()
+        options.verifyChainAtOpen = false
+        let store: Store
+        do { store = try Store(path: storeOptions.path, options: options, loadState: false) } catch {
+            throw CLIError("cannot open store \(storeOptions.path): \(error)")
+        }
+        let report = try store.repair()
+        if let p = report.problem {
+            try printOut("chain broken at \(p): removed \(report.removedEvents) records from seq \(p.seq) on")
+        } else {
+            try printOut("chain OK")
+        }
+        try printOut("kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
+    }
+}
