@@ -1,4 +1,10 @@
 import ArgumentParser
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import TeamLog
 import TeamLogStore
 
@@ -12,7 +18,9 @@ struct Audit: ParsableCommand {
     func run() throws {
         let store = try openForQuery(storeOptions.path)
         let start = monotonicSeconds()
-        let report = try store.audit()
+        let terminal = isatty(2) != 0
+        let report = try store.audit(progress: terminal ? { n in printErrInline("\rreplayed \(n) events…") } : nil)
+        if terminal { printErrInline("\r\u{1B}[K") }
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         try printOut("log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s")
         if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
