@@ -238,7 +238,7 @@ private struct SignalingGenerator {
 
     mutating func next(_ model: SignalingModel) -> SigOp {
         ts += Int64.random(in: 0...3_000, using: &rng)
-        let opTs = rng.chance(0.03) ? ts - 10_000 : ts  // now and then an older time, raised by the processor
+        let opTs = rng.chance(0.03) && ts > 20_000 ? ts - 10_000 : ts  // now and then an older time, raised by the processor
         var op = SigOp(name: "", actor: user(), ts: opTs)
         let open = Self.channelIds.filter { model.channels[$0].map { !$0.closed } ?? false }
         let openWithMembers = open.filter { !model.channels[$0]!.members.isEmpty }
