@@ -58,6 +58,12 @@ let package = Package(
             path: "tools/FanOutBench",
             swiftSettings: swiftSettings
         ),
+        .executableTarget(
+            name: "teamlog-gen",
+            dependencies: ["TeamLog", "TeamLogWorkload"],
+            path: "tools/Gen",
+            swiftSettings: swiftSettings
+        ),
         // MARK: Tests
         .target(
             name: "TestSupport",

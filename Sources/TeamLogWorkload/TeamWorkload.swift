@@ -34,17 +34,37 @@ public struct TeamWorkload {
     private var ts: Int64
     private var count = 0
     private var teamIds: [String] = []
+    private var dismissedCount = 0
 
     public init(options: Options = Options(), config: Config = Config()) {
         self.options = options
         rng = SplitMix64(seed: options.seed)
         model = World(config: config)
+        model.wantsDeliveries = false
         ts = options.startTs
     }
 
     private func user(_ i: Int) -> String { "u\(i)" }
 
     private mutating func randomUser() -> String { user(Int.random(in: 0..<options.users, using: &rng)) }
+
+    /// Teams created so far (ids `t0`, `t1`, …).
+    public var createdTeams: Int { teamIds.count }
+
+    /// Applies an op to the model when it is accepted (for ops a composing workload writes itself).
+    public mutating func observe(_ op: Op) {
+        if case .success(let event) = model.decide(op, now: op.ts ?? ts) {
+            var scratch: [Output] = []
+            model.apply(event, into: &scratch)
+            if case .teamDismiss = op.body { dismissedCount += 1 }
+        }
+    }
+
+    /// Advances the workload clock and returns the time of the next op.
+    public mutating func tick() -> Int64 {
+        ts += Int64.random(in: 0...(2 * options.meanStepMs), using: &rng)
+        return ts
+    }
 
     /// The next line of the workload.
     public mutating func next() -> String {
@@ -58,6 +78,7 @@ public struct TeamWorkload {
         if case .success(let event) = model.decide(op, now: ts) {
             var scratch: [Output] = []
             model.apply(event, into: &scratch)
+            if case .teamDismiss = op.body { dismissedCount += 1 }
         }
         return op.jsonLine
     }
@@ -101,7 +122,8 @@ public struct TeamWorkload {
 
     /// Chooses a plausible op against the model.
     private mutating func pick() -> Op {
-        let creating = teamIds.count < options.teams && (teamIds.count < 3 || rng.chance(0.08))
+        let live = teamIds.count - dismissedCount
+        let creating = live < options.teams && (live < 3 || rng.chance(0.08))
         guard !creating, let team = randomTeam() else { return create() }
         let admin = member(of: team) { $0.role.isAdmin }!
         let anyone = member(of: team)!

@@ -1,12 +1,14 @@
-import Testing
 import LMDB
 import TeamLog
 import TeamLogStore
 import TestSupport
+import Testing
 
 /// Builders of message op lines (SPEC §1.2) shared by the message suites of this target.
 enum Msg {
-    static func conv(_ type: String, _ id: String) -> JSONValue { .object([("type", .string(type)), ("id", .string(id))]) }
+    static func conv(_ type: String, _ id: String) -> JSONValue {
+        .object([("type", .string(type)), ("id", .string(id))])
+    }
     static func team(_ id: String = "t1") -> JSONValue { conv("team", id) }
     static func p2p(_ peer: String) -> JSONValue { conv("p2p", peer) }
     static func content(_ type: String = "text", _ text: String = "hi") -> JSONValue {
@@ -14,7 +16,9 @@ enum Msg {
     }
 
     /// A `message.send` line with a text content unless `fields` gives one.
-    static func send(_ actor: String, _ id: String, to: JSONValue = team(), _ fields: KeyValuePairs<String, Any> = [:]) -> String {
+    static func send(_ actor: String, _ id: String, to: JSONValue = team(), _ fields: KeyValuePairs<String, Any> = [:])
+        -> String
+    {
         var pairs: [(String, JSONValue)] = [
             ("op", .string("message.send")), ("actor", .string(actor)), ("to", to), ("messageId", .string(id)),
         ]
@@ -43,13 +47,22 @@ enum Msg {
         }.sorted { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
         return .object([
             ("user", .string(user)), ("total", .int(Int64(rows.reduce(0) { $0 + $1.unread }))),
-            ("conversations", .array(rows.map { row in
-                .object([
-                    ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
-                    ("lastReadSeq", .int(Int64(row.readSeq))),
-                    ("lastMessage", row.last.map { .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))]) } ?? .null),
-                ])
-            })),
+            (
+                "conversations",
+                .array(
+                    rows.map { row in
+                        .object([
+                            ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
+                            ("lastReadSeq", .int(Int64(row.readSeq))),
+                            (
+                                "lastMessage",
+                                row.last.map {
+                                    .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))])
+                                } ?? .null
+                            ),
+                        ])
+                    })
+            ),
         ])
     }
 
@@ -75,18 +88,35 @@ enum Msg {
             Msg.read("b", upTo: 2),  // 4
             Msg.receipt("b", ["m1"]),  // 5
         ])
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":2,"lastMessage":{"seq":3,"messageId":"m2"}}]}"#)
-        #expect(try Self.unread(h, "own") == #"{"user":"own","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"m2"}}]}"#)
-        #expect(try Self.unread(h, "a") == #"{"user":"a","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"m2"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":2,"lastMessage":{"seq":3,"messageId":"m2"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "own")
+                == #"{"user":"own","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"m2"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "a")
+                == #"{"user":"a","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"m2"}}]}"#
+        )
         #expect(try Self.unread(h, "nobody") == #"{"user":"nobody","total":0,"conversations":[]}"#)
 
-        #expect(try h.store.receiptsView("m1")?.jsonString == #"{"messageId":"m1","read":1,"unread":1,"readUsers":["b"],"unreadUsers":["own"]}"#)
+        #expect(
+            try h.store.receiptsView("m1")?.jsonString
+                == #"{"messageId":"m1","read":1,"unread":1,"readUsers":["b"],"unreadUsers":["own"]}"#)
         #expect(try h.store.receiptsView("m2") == nil, "no needReceipt, no tally")
         #expect(try h.store.receiptsView("nope") == nil)
         #expect(try h.store.receiptsView("tip-1") == nil)
 
-        #expect(try h.store.messageView("m1")?.jsonString == #"{"messageId":"m1","seq":2,"ts":200,"to":{"type":"team","id":"t1"},"sender":"a","kind":"message","stored":true,"content":{"type":"text","text":"hi"},"needReceipt":true,"directedUserIds":null,"hasChanged":false,"modifyInfo":null}"#)
-        #expect(try h.store.messageView("tip-1")?.jsonString == #"{"messageId":"tip-1","seq":1,"ts":100,"to":{"type":"team","id":"t1"},"sender":"own","kind":"tip","stored":true,"content":{"type":"tip","text":"own created t1"},"needReceipt":false,"directedUserIds":null,"hasChanged":false,"modifyInfo":null}"#)
+        #expect(
+            try h.store.messageView("m1")?.jsonString
+                == #"{"messageId":"m1","seq":2,"ts":200,"to":{"type":"team","id":"t1"},"sender":"a","kind":"message","stored":true,"content":{"type":"text","text":"hi"},"needReceipt":true,"directedUserIds":null,"hasChanged":false,"modifyInfo":null}"#
+        )
+        #expect(
+            try h.store.messageView("tip-1")?.jsonString
+                == #"{"messageId":"tip-1","seq":1,"ts":100,"to":{"type":"team","id":"t1"},"sender":"own","kind":"tip","stored":true,"content":{"type":"tip","text":"own created t1"},"needReceipt":false,"directedUserIds":null,"hasChanged":false,"modifyInfo":null}"#
+        )
         #expect(try h.store.messageView("nope") == nil)
 
         try h.feed([
@@ -94,11 +124,19 @@ enum Msg {
             Msg.send("a", "u1", ["isPersisted": false, "ts": 950]),  // 7
             Msg.send("a", "d1", ["directedUserIds": ["b"], "ts": 960]),  // 8
         ])
-        #expect(try h.store.messageView("m2")?.jsonString == #"{"messageId":"m2","seq":3,"ts":300,"to":{"type":"team","id":"t1"},"sender":"a","kind":"message","stored":true,"content":{"type":"text","text":"fixed"},"needReceipt":false,"directedUserIds":null,"hasChanged":true,"modifyInfo":{"by":"a","ts":900}}"#)
-        #expect(try h.store.messageView("u1")?.jsonString == #"{"messageId":"u1","seq":7,"ts":950,"to":{"type":"team","id":"t1"},"sender":"a","kind":"message","stored":false}"#)
+        #expect(
+            try h.store.messageView("m2")?.jsonString
+                == #"{"messageId":"m2","seq":3,"ts":300,"to":{"type":"team","id":"t1"},"sender":"a","kind":"message","stored":true,"content":{"type":"text","text":"fixed"},"needReceipt":false,"directedUserIds":null,"hasChanged":true,"modifyInfo":{"by":"a","ts":900}}"#
+        )
+        #expect(
+            try h.store.messageView("u1")?.jsonString
+                == #"{"messageId":"u1","seq":7,"ts":950,"to":{"type":"team","id":"t1"},"sender":"a","kind":"message","stored":false}"#
+        )
         #expect(try h.store.messageView("d1")?["directedUserIds"] == .array([.string("b")]))
         try h.reopen()
-        #expect(try h.store.receiptsView("m1")?.jsonString == #"{"messageId":"m1","read":1,"unread":1,"readUsers":["b"],"unreadUsers":["own"]}"#)
+        #expect(
+            try h.store.receiptsView("m1")?.jsonString
+                == #"{"messageId":"m1","read":1,"unread":1,"readUsers":["b"],"unreadUsers":["own"]}"#)
         #expect(try h.store.messageView("m2")?["hasChanged"] == .bool(true))
         try Self.checkAgainstWorld(h, ["own", "a", "b"])
     }
@@ -112,18 +150,31 @@ enum Msg {
             op("member.setNotify", "mgr", ["team": "t1", "state": "managerOnly"]),
         ])
         let records = try h.feed(Msg.send("a", "m1"))
-        #expect(records.map { $0.jsonString } == [
-            #"{"kind":"event","line":5,"seq":5,"ts":1000000,"op":"message.send"}"#,
-            #"{"kind":"delivery","seq":5,"to":{"type":"team","id":"t1"},"messageId":"m1","receivers":["own","mgr","b"],"alerted":["own"],"silenced":{"mgr":"managerOnly","b":"notifyNone"}}"#,
-        ])
+        #expect(
+            records.map { $0.jsonString } == [
+                #"{"kind":"event","line":5,"seq":5,"ts":1000000,"op":"message.send"}"#,
+                #"{"kind":"delivery","seq":5,"to":{"type":"team","id":"t1"},"messageId":"m1","receivers":["own","mgr","b"],"alerted":["own"],"silenced":{"mgr":"managerOnly","b":"notifyNone"}}"#,
+            ])
         let plain = try h.feed(Msg.send("own", "m2"))
-        #expect(plain.last?.jsonString == #"{"kind":"delivery","seq":6,"to":{"type":"team","id":"t1"},"messageId":"m2","receivers":["mgr","a","b"],"alerted":["mgr","a"],"silenced":{"b":"notifyNone"}}"#)
+        #expect(
+            plain.last?.jsonString
+                == #"{"kind":"delivery","seq":6,"to":{"type":"team","id":"t1"},"messageId":"m2","receivers":["mgr","a","b"],"alerted":["mgr","a"],"silenced":{"b":"notifyNone"}}"#
+        )
         let p2p = try h.feed(Msg.send("a", "p1", to: Msg.p2p("b")))
-        #expect(p2p.last?.jsonString == #"{"kind":"delivery","seq":7,"to":{"type":"p2p","id":"b"},"messageId":"p1","receivers":["b"],"alerted":["b"],"silenced":{}}"#)
+        #expect(
+            p2p.last?.jsonString
+                == #"{"kind":"delivery","seq":7,"to":{"type":"p2p","id":"b"},"messageId":"p1","receivers":["b"],"alerted":["b"],"silenced":{}}"#
+        )
         let tip = try h.feed(op("team.kick", "own", ["team": "t1", "targets": ["b"]]))
-        #expect(tip.last?.jsonString == #"{"kind":"delivery","seq":8,"to":{"type":"team","id":"t1"},"messageId":"tip-8","receivers":["own","mgr","a","b"],"alerted":[],"silenced":{"own":"tip","mgr":"tip","a":"tip","b":"tip"}}"#)
+        #expect(
+            tip.last?.jsonString
+                == #"{"kind":"delivery","seq":8,"to":{"type":"team","id":"t1"},"messageId":"tip-8","receivers":["own","mgr","a","b"],"alerted":[],"silenced":{"own":"tip","mgr":"tip","a":"tip","b":"tip"}}"#
+        )
         let status = try h.feed(Msg.send("a", "s1", ["isStatusMessage": true]))
-        #expect(status.last?.jsonString == #"{"kind":"delivery","seq":9,"to":{"type":"team","id":"t1"},"messageId":"s1","receivers":[],"alerted":[],"silenced":{}}"#)
+        #expect(
+            status.last?.jsonString
+                == #"{"kind":"delivery","seq":9,"to":{"type":"team","id":"t1"},"messageId":"s1","receivers":[],"alerted":[],"silenced":{}}"#
+        )
     }
 
     // MARK: Unread and last message
@@ -135,14 +186,26 @@ enum Msg {
             Msg.send("a", "p2", to: Msg.p2p("b")),  // 2
             Msg.send("b", "p3", to: Msg.p2p("a")),  // 3
         ])
-        #expect(try Self.unread(h, "a") == #"{"user":"a","total":1,"conversations":[{"to":{"type":"p2p","id":"b"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#)
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":2,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#)
+        #expect(
+            try Self.unread(h, "a")
+                == #"{"user":"a","total":1,"conversations":[{"to":{"type":"p2p","id":"b"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":2,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#
+        )
         try h.feed([Msg.read("b", to: Msg.p2p("a"), upTo: 1)])  // 4
         #expect(try h.store.unreadView("b")["conversations"]?.arrayValue?.first?["unread"] == .int(1))
         try h.feed([Msg.send("a", "p4", to: Msg.p2p("b"), ["disableUpdateLastMessage": true, "isCounted": false])])  // 5
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":1,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":1,"lastReadSeq":1,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":1,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":1,"lastReadSeq":1,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#
+        )
         try h.feed([Msg.read("a", to: Msg.p2p("b"))])  // 6
-        #expect(try Self.unread(h, "a") == #"{"user":"a","total":0,"conversations":[{"to":{"type":"p2p","id":"b"},"unread":0,"lastReadSeq":5,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#)
+        #expect(
+            try Self.unread(h, "a")
+                == #"{"user":"a","total":0,"conversations":[{"to":{"type":"p2p","id":"b"},"unread":0,"lastReadSeq":5,"lastMessage":{"seq":3,"messageId":"p3"}}]}"#
+        )
         try Self.checkAgainstWorld(h, ["a", "b"])
         try h.reopen()
         try Self.checkAgainstWorld(h, ["a", "b"])
@@ -157,20 +220,38 @@ enum Msg {
             op("team.kick", "own", ["team": "t1", "targets": ["b"]]),  // 4
             Msg.send("a", "m3"),  // 5
         ])
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":4,"messageId":"tip-4"}}]}"#)
-        #expect(try Self.unread(h, "own") == #"{"user":"own","total":3,"conversations":[{"to":{"type":"team","id":"t1"},"unread":3,"lastReadSeq":0,"lastMessage":{"seq":5,"messageId":"m3"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":4,"messageId":"tip-4"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "own")
+                == #"{"user":"own","total":3,"conversations":[{"to":{"type":"team","id":"t1"},"unread":3,"lastReadSeq":0,"lastMessage":{"seq":5,"messageId":"m3"}}]}"#
+        )
         try h.reopen()
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":4,"messageId":"tip-4"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":4,"messageId":"tip-4"}}]}"#
+        )
         try h.feed([
             op("team.invite", "own", ["team": "t1", "targets": ["b"]]),  // 6: b rejoins
             Msg.send("a", "m4"),  // 7
         ])
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":7,"messageId":"m4"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":7,"messageId":"m4"}}]}"#
+        )
         try h.feed([op("team.leave", "b", ["team": "t1"])])  // 8
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":8,"messageId":"tip-8"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":8,"messageId":"tip-8"}}]}"#
+        )
         // A former member may still clear the frozen count.
         try h.feed([Msg.read("b")])  // 9
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":8,"lastMessage":{"seq":8,"messageId":"tip-8"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":8,"lastMessage":{"seq":8,"messageId":"tip-8"}}]}"#
+        )
         try Self.checkAgainstWorld(h, ["own", "a", "b"])
     }
 
@@ -181,8 +262,14 @@ enum Msg {
             Msg.send("a", "m1"),  // 2
             op("team.dismiss", "own", ["team": "t1"]),  // 3
         ])
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"tip-3"}}]}"#)
-        #expect(try Self.unread(h, "own") == #"{"user":"own","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"tip-3"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"tip-3"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "own")
+                == #"{"user":"own","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"tip-3"}}]}"#
+        )
         try Self.checkAgainstWorld(h, ["own", "a", "b"])
     }
 
@@ -194,8 +281,14 @@ enum Msg {
             op("team.transferOwner", "own", ["team": "t1", "target": "a", "leave": true]),  // 3: tip-3, tip-3.1
             Msg.send("a", "m2"),  // 4
         ])
-        #expect(try Self.unread(h, "own") == #"{"user":"own","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"tip-3.1"}}]}"#)
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":4,"messageId":"m2"}}]}"#)
+        #expect(
+            try Self.unread(h, "own")
+                == #"{"user":"own","total":1,"conversations":[{"to":{"type":"team","id":"t1"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":3,"messageId":"tip-3.1"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":2,"conversations":[{"to":{"type":"team","id":"t1"},"unread":2,"lastReadSeq":0,"lastMessage":{"seq":4,"messageId":"m2"}}]}"#
+        )
         try Self.checkAgainstWorld(h, ["own", "a", "b"])
     }
 
@@ -207,10 +300,18 @@ enum Msg {
             Msg.send("a", "m2", ["disableUpdateLastMessage": true]),  // 3
             Msg.send("a", "m3", ["directedUserIds": ["b"], "disableUpdateLastMessage": true]),  // 4
         ])
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":3,"conversations":[{"to":{"type":"team","id":"t1"},"unread":3,"lastReadSeq":0,"lastMessage":{"seq":2,"messageId":"m1"}}]}"#)
-        #expect(try Self.unread(h, "a") == #"{"user":"a","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":0,"lastMessage":{"seq":2,"messageId":"m1"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":3,"conversations":[{"to":{"type":"team","id":"t1"},"unread":3,"lastReadSeq":0,"lastMessage":{"seq":2,"messageId":"m1"}}]}"#
+        )
+        #expect(
+            try Self.unread(h, "a")
+                == #"{"user":"a","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":0,"lastMessage":{"seq":2,"messageId":"m1"}}]}"#
+        )
         try h.feed(op("team.update", "own", ["team": "t1", "fields": ["intro": "x"] as KeyValuePairs<String, Any>]))  // 5
-        #expect(try h.store.unreadView("b")["conversations"]?.arrayValue?.first?["lastMessage"]?["messageId"] == .string("tip-5"))
+        #expect(
+            try h.store.unreadView("b")["conversations"]?.arrayValue?.first?["lastMessage"]?["messageId"]
+                == .string("tip-5"))
         try Self.checkAgainstWorld(h, ["own", "a", "b"])
     }
 
@@ -252,8 +353,13 @@ enum Msg {
             Msg.send("a", "p1", to: Msg.p2p("b")),  // 1
             Msg.send("a", "p2", to: Msg.p2p("b"), ["directedUserIds": ["a"]]),  // 2
         ])
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":1,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":1,"messageId":"p1"}}]}"#)
-        #expect(try h.store.unreadView("a")["conversations"]?.arrayValue?.first?["lastMessage"]?["messageId"] == .string("p2"))
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":1,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":1,"messageId":"p1"}}]}"#
+        )
+        #expect(
+            try h.store.unreadView("a")["conversations"]?.arrayValue?.first?["lastMessage"]?["messageId"]
+                == .string("p2"))
     }
 
     @Test func readUpToTheMiddleAndDefaultNewest() throws {
@@ -262,13 +368,22 @@ enum Msg {
         try h.feed((2...6).map { Msg.send("a", "m\($0)", to: Msg.conv("superTeam", "t1")) })  // 2–6
         let to = Msg.conv("superTeam", "t1")
         try h.feed(Msg.read("b", to: to, upTo: 4))  // 7
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":2,"conversations":[{"to":{"type":"superTeam","id":"t1"},"unread":2,"lastReadSeq":4,"lastMessage":{"seq":6,"messageId":"m6"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":2,"conversations":[{"to":{"type":"superTeam","id":"t1"},"unread":2,"lastReadSeq":4,"lastMessage":{"seq":6,"messageId":"m6"}}]}"#
+        )
         try h.feed(Msg.read("b", to: to, upTo: 2))  // 8: never backwards
         #expect(try h.store.unreadView("b")["conversations"]?.arrayValue?.first?["lastReadSeq"] == .int(4))
         try h.feed(Msg.read("own", to: to, upTo: 500))  // 9: clamped to the newest
-        #expect(try Self.unread(h, "own") == #"{"user":"own","total":0,"conversations":[{"to":{"type":"superTeam","id":"t1"},"unread":0,"lastReadSeq":8,"lastMessage":{"seq":6,"messageId":"m6"}}]}"#)
+        #expect(
+            try Self.unread(h, "own")
+                == #"{"user":"own","total":0,"conversations":[{"to":{"type":"superTeam","id":"t1"},"unread":0,"lastReadSeq":8,"lastMessage":{"seq":6,"messageId":"m6"}}]}"#
+        )
         try h.feed(Msg.read("b", to: to))  // 10: default = newest = 9
-        #expect(try Self.unread(h, "b") == #"{"user":"b","total":0,"conversations":[{"to":{"type":"superTeam","id":"t1"},"unread":0,"lastReadSeq":9,"lastMessage":{"seq":6,"messageId":"m6"}}]}"#)
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":0,"conversations":[{"to":{"type":"superTeam","id":"t1"},"unread":0,"lastReadSeq":9,"lastMessage":{"seq":6,"messageId":"m6"}}]}"#
+        )
         try h.feed(Msg.send("a", "m11", to: to))  // 11
         #expect(try h.store.unreadView("b")["total"] == .int(1))
         try Self.checkAgainstWorld(h, ["own", "a", "b"])
@@ -285,9 +400,11 @@ enum Msg {
             Msg.read("b", to: Msg.p2p("z")),  // 6: an empty p2p conversation, no last message
         ])
         let rows = try #require(try h.store.unreadView("b")["conversations"]?.arrayValue)
-        #expect(rows.map { $0["to"]?.jsonString ?? "" } == [
-            #"{"type":"team","id":"t2"}"#, #"{"type":"p2p","id":"c"}"#, #"{"type":"team","id":"t1"}"#, #"{"type":"p2p","id":"z"}"#,
-        ])
+        #expect(
+            rows.map { $0["to"]?.jsonString ?? "" } == [
+                #"{"type":"team","id":"t2"}"#, #"{"type":"p2p","id":"c"}"#, #"{"type":"team","id":"t1"}"#,
+                #"{"type":"p2p","id":"z"}"#,
+            ])
         #expect(rows.last?["lastMessage"] == .null)
         #expect(try h.store.unreadView("b")["total"] == .int(3))
         try Self.checkAgainstWorld(h, ["own", "b", "c", "z"])
@@ -307,10 +424,16 @@ enum Msg {
         let rejected = try h.feed([Msg.receipt("late", ["r1"]), Msg.receipt("a", ["r1"]), Msg.receipt("own", ["r2"])])
         #expect(rejected.map { $0["code"]?.stringValue } == ["notPermitted", "notPermitted", "notPermitted"])
         try h.feed(Msg.receipt("c", ["r1"]))  // 8: repeated, counts once
-        #expect(try h.store.receiptsView("r1")?.jsonString == #"{"messageId":"r1","read":2,"unread":1,"readUsers":["c","b"],"unreadUsers":["own"]}"#)
-        #expect(try h.store.receiptsView("r2")?.jsonString == #"{"messageId":"r2","read":1,"unread":1,"readUsers":["c"],"unreadUsers":["b"]}"#)
+        #expect(
+            try h.store.receiptsView("r1")?.jsonString
+                == #"{"messageId":"r1","read":2,"unread":1,"readUsers":["c","b"],"unreadUsers":["own"]}"#)
+        #expect(
+            try h.store.receiptsView("r2")?.jsonString
+                == #"{"messageId":"r2","read":1,"unread":1,"readUsers":["c"],"unreadUsers":["b"]}"#)
         try h.reopen()
-        #expect(try h.store.receiptsView("r1")?.jsonString == #"{"messageId":"r1","read":2,"unread":1,"readUsers":["c","b"],"unreadUsers":["own"]}"#)
+        #expect(
+            try h.store.receiptsView("r1")?.jsonString
+                == #"{"messageId":"r1","read":2,"unread":1,"readUsers":["c","b"],"unreadUsers":["own"]}"#)
         #expect(try h.store.audit().ok)
     }
 }

@@ -1,9 +1,9 @@
-import Testing
 import LMDB
 import TeamLog
 import TeamLogStore
 import TeamLogWorkload
 import TestSupport
+import Testing
 
 /// One generated signaling op, with its fields kept for the model.
 private struct SigOp {
@@ -100,11 +100,15 @@ private struct SignalingModel {
             if !c.isMember(op.actor) { return .notMember }
             return c.isMember(op.target!) ? .alreadyMember : nil
         case "channel.cancelInvite":
-            return c.invites.contains(Invite(target: op.target!, inviter: op.actor, requestId: op.requestId!, offline: true))
-                || c.invites.contains(Invite(target: op.target!, inviter: op.actor, requestId: op.requestId!, offline: false))
+            return c.invites.contains(
+                Invite(target: op.target!, inviter: op.actor, requestId: op.requestId!, offline: true))
+                || c.invites.contains(
+                    Invite(target: op.target!, inviter: op.actor, requestId: op.requestId!, offline: false))
                 ? nil : .noInvitation
         case "channel.reject", "channel.accept":
-            return c.invites.contains { $0.target == op.actor && $0.inviter == op.inviter! && $0.requestId == op.requestId! }
+            return c.invites.contains {
+                $0.target == op.actor && $0.inviter == op.inviter! && $0.requestId == op.requestId!
+            }
                 ? nil : .noInvitation
         case "channel.leave", "channel.close": return c.isMember(op.actor) ? nil : .notMember
         case "channel.control":
@@ -125,14 +129,18 @@ private struct SignalingModel {
         let actor = op.actor
         func send(_ event: String, to: String, store: Bool = false, requestId: String? = nil) {
             let devices = sortedDevices(to)
-            out.append(Self.signal(seq, op.channel!, event, to: to, devices: devices, stored: devices.isEmpty && store,
-                                   from: actor, requestId: requestId))
+            out.append(
+                Self.signal(
+                    seq, op.channel!, event, to: to, devices: devices, stored: devices.isEmpty && store,
+                    from: actor, requestId: requestId))
         }
         func syncOthers(_ event: String) {
             let others = sortedDevices(actor).filter { $0 != op.device }
             if !others.isEmpty {
-                out.append(Self.signal(seq, op.channel!, event, to: actor, devices: others, sync: true, from: actor,
-                                       requestId: op.requestId))
+                out.append(
+                    Self.signal(
+                        seq, op.channel!, event, to: actor, devices: others, sync: true, from: actor,
+                        requestId: op.requestId))
             }
         }
         func removeInvite(target: String, inviter: String) -> Invite {
@@ -146,14 +154,21 @@ private struct SignalingModel {
             devices[actor, default: []].insert(op.device!)
             offlineSince[actor] = nil
             let open = channels.keys.sorted().filter { !channels[$0]!.closed && channels[$0]!.isMember(actor) }
-            out.append(.object([
-                ("kind", .string("login")), ("seq", .int(Int64(seq))), ("user", .string(actor)),
-                ("device", .string(op.device!)), ("offline", .array(queue[actor] ?? [])),
-                ("channels", .array(open.map { id in
-                    .object([("channel", .string(id)), ("kind", .string(channels[id]!.kind)),
-                             ("members", .array(channels[id]!.members.map { .string($0.user) }))])
-                })),
-            ]))
+            out.append(
+                .object([
+                    ("kind", .string("login")), ("seq", .int(Int64(seq))), ("user", .string(actor)),
+                    ("device", .string(op.device!)), ("offline", .array(queue[actor] ?? [])),
+                    (
+                        "channels",
+                        .array(
+                            open.map { id in
+                                .object([
+                                    ("channel", .string(id)), ("kind", .string(channels[id]!.kind)),
+                                    ("members", .array(channels[id]!.members.map { .string($0.user) })),
+                                ])
+                            })
+                    ),
+                ]))
         case "client.logout":
             let was = online(actor)
             devices[actor]?.remove(op.device!)
@@ -201,9 +216,11 @@ private struct SignalingModel {
         return out
     }
 
-    static func signal(_ seq: UInt64, _ channel: String, _ event: String, to: String, devices: [String],
-                       stored: Bool = false, sync: Bool = false, members: [String]? = nil, from: String? = nil,
-                       requestId: String? = nil) -> JSONValue {
+    static func signal(
+        _ seq: UInt64, _ channel: String, _ event: String, to: String, devices: [String],
+        stored: Bool = false, sync: Bool = false, members: [String]? = nil, from: String? = nil,
+        requestId: String? = nil
+    ) -> JSONValue {
         var pairs: [(String, JSONValue)] = [
             ("kind", .string("signal")), ("seq", .int(Int64(seq))), ("channel", .string(channel)),
             ("event", .string(event)), ("to", .string(to)), ("devices", .array(devices.map { .string($0) })),
@@ -238,7 +255,8 @@ private struct SignalingGenerator {
 
     mutating func next(_ model: SignalingModel) -> SigOp {
         ts += Int64.random(in: 0...3_000, using: &rng)
-        let opTs = rng.chance(0.03) && ts > 20_000 ? ts - 10_000 : ts  // now and then an older time, raised by the processor
+        // Now and then an older time, which the processor raises to the last event's.
+        let opTs = rng.chance(0.03) && ts > 20_000 ? ts - 10_000 : ts
         var op = SigOp(name: "", actor: user(), ts: opTs)
         let open = Self.channelIds.filter { model.channels[$0].map { !$0.closed } ?? false }
         let openWithMembers = open.filter { !model.channels[$0]!.members.isEmpty }
@@ -278,7 +296,8 @@ private struct SignalingGenerator {
             op.kind = ["audio", "video", "custom", nil].randomElement(using: &rng)!
         case ..<0.39:
             op.name = "channel.join"
-            op.channel = (plausible ? open.randomElement(using: &rng) : nil) ?? Self.channelIds.randomElement(using: &rng)!
+            op.channel =
+                (plausible ? open.randomElement(using: &rng) : nil) ?? Self.channelIds.randomElement(using: &rng)!
             op.device = maybeDevice(op.actor)
         case ..<0.55:
             op.name = "channel.invite"
@@ -293,14 +312,18 @@ private struct SignalingGenerator {
             if plausible, let (id, i) = invites.randomElement(using: &rng).map({ ($0.0, $0.1) }) {
                 (op.channel, op.actor, op.target, op.requestId) = (id, i.inviter, i.target, i.requestId)
             } else {
-                (op.channel, op.target, op.requestId) = (Self.channelIds.randomElement(using: &rng)!, user(), "q\(requests)")
+                (op.channel, op.target, op.requestId) = (
+                    Self.channelIds.randomElement(using: &rng)!, user(), "q\(requests)"
+                )
             }
         case ..<0.78:
             op.name = rng.chance(0.4) ? "channel.reject" : "channel.accept"
             if plausible, let (id, i) = invites.randomElement(using: &rng) {
                 (op.channel, op.actor, op.inviter, op.requestId) = (id, i.target, i.inviter, i.requestId)
             } else {
-                (op.channel, op.inviter, op.requestId) = (Self.channelIds.randomElement(using: &rng)!, user(), "q\(requests)")
+                (op.channel, op.inviter, op.requestId) = (
+                    Self.channelIds.randomElement(using: &rng)!, user(), "q\(requests)"
+                )
             }
             op.device = maybeDevice(op.actor)
         case ..<0.85:
@@ -366,18 +389,24 @@ private struct SignalingChecker {
                     rejected += 1
                     let code = record["code"]?.stringValue
                     if code != predicted?.rawValue {
-                        problem("\(current.line): rejected \(code ?? "?"), the model says \(predicted?.rawValue ?? "accepted")")
+                        problem(
+                            "\(current.line): rejected \(code ?? "?"), the model says \(predicted?.rawValue ?? "accepted")"
+                        )
                     }
                     continue
                 }
                 accepted += 1
                 if let predicted { problem("\(current.line): accepted, the model says \(predicted.rawValue)") }
                 let ts = record["ts"]?.intValue ?? 0
-                if ts != max(current.ts, model.lastTs) { problem("\(current.line): ts \(ts), expected \(max(current.ts, model.lastTs))") }
+                if ts != max(current.ts, model.lastTs) {
+                    problem("\(current.line): ts \(ts), expected \(max(current.ts, model.lastTs))")
+                }
                 expected = model.apply(current, seq: UInt64(record["seq"]?.intValue ?? 0), ts: ts, queue: queues)
             case "signal":
                 if record["event"]?.stringValue == "membersSync" { membersSyncs += 1 }
-                if record["event"]?.stringValue == "close", let c = record["channel"]?.stringValue { closedSeen.insert(c) }
+                if record["event"]?.stringValue == "close", let c = record["channel"]?.stringValue {
+                    closedSeen.insert(c)
+                }
                 if record["stored"] == .bool(true) {
                     storedSignals += 1
                     if record["devices"] != .array([]) { problem("stored signal with devices: \(record.jsonString)") }
@@ -386,7 +415,9 @@ private struct SignalingChecker {
                         ("from", record["from"] ?? .null),
                     ]
                     if let r = record["requestId"] { entry.append(("requestId", r)) }
-                    if record["event"]?.stringValue == "invite", let text = op?.pushText { entry.append(("pushText", .string(text))) }
+                    if record["event"]?.stringValue == "invite", let text = op?.pushText {
+                        entry.append(("pushText", .string(text)))
+                    }
                     queues[record["to"]!.stringValue!, default: []].append(.object(entry))
                 }
                 expectNext(record, &expected, op)
@@ -396,7 +427,9 @@ private struct SignalingChecker {
                 // Exactly what was stored for the user since their previous login, then nothing.
                 let offline = record["offline"]?.arrayValue ?? []
                 if offline != queues[user] ?? [] {
-                    problem("login of \(user) at seq \(record["seq"]?.intValue ?? 0): offline \(JSONValue.array(offline).jsonString), queued since the last login \(JSONValue.array(queues[user] ?? []).jsonString)")
+                    problem(
+                        "login of \(user) at seq \(record["seq"]?.intValue ?? 0): offline \(JSONValue.array(offline).jsonString), queued since the last login \(JSONValue.array(queues[user] ?? []).jsonString)"
+                    )
                 }
                 deliveredOffline += offline.count
                 queues[user] = nil
@@ -446,7 +479,9 @@ private struct SignalingChecker {
                 }
             }
         }
-        if world.channels.count != model.channels.count { problem("\(world.channels.count) channels, model \(model.channels.count)") }
+        if world.channels.count != model.channels.count {
+            problem("\(world.channels.count) channels, model \(model.channels.count)")
+        }
         for user in SignalingGenerator.users where world.devices(of: user) != model.sortedDevices(user) {
             problem("\(user) online on \(world.devices(of: user)), model \(model.sortedDevices(user))")
         }
@@ -502,10 +537,14 @@ private struct SignalingChecker {
         #expect(replay.world.offlineQueues == live.offlineQueues, "\(note): replayed queues differ")
         #expect(replay.world.presence == live.presence, "\(note): replayed presence differs")
         #expect(replay.world.syncDeadline == live.syncDeadline, "\(note): replayed members-sync deadline differs")
-        #expect(replay.world.userChannels.filter { !$0.value.isEmpty } == live.userChannels.filter { !$0.value.isEmpty },
-                "\(note): replayed user → channels index differs")
+        #expect(
+            replay.world.userChannels.filter { !$0.value.isEmpty } == live.userChannels.filter { !$0.value.isEmpty },
+            "\(note): replayed user → channels index differs")
         let report = try h.store.audit()
-        #expect(report.ok, "\(note): \(report.tables.compactMap(\.difference)) \(String(describing: report.chainProblem)) \(String(describing: report.checkpointProblem))")
+        #expect(
+            report.ok,
+            "\(note): \(report.tables.compactMap(\.difference)) \(String(describing: report.chainProblem)) \(String(describing: report.checkpointProblem))"
+        )
     }
 
     @Test(arguments: [11, 22, 33, 44, 55] as [UInt64])
@@ -516,9 +555,12 @@ private struct SignalingChecker {
         #expect(checker.problems.isEmpty, "seed \(seed):\n\(checker.problems.joined(separator: "\n"))")
         guard checker.problems.isEmpty else { return }
         // The mix must exercise what it claims to.
-        let stats = "accepted \(checker.accepted), rejected \(checker.rejected), logins \(checker.logins), stored \(checker.storedSignals), delivered \(checker.deliveredOffline), membersSync \(checker.membersSyncs)"
+        let stats =
+            "accepted \(checker.accepted), rejected \(checker.rejected), logins \(checker.logins), stored \(checker.storedSignals), delivered \(checker.deliveredOffline), membersSync \(checker.membersSyncs)"
         #expect(checker.accepted > 400 && checker.rejected > 40, "\(stats)")
-        #expect(checker.logins > 40 && checker.storedSignals > 10 && checker.deliveredOffline > 5 && checker.membersSyncs > 5, "\(stats)")
+        #expect(
+            checker.logins > 40 && checker.storedSignals > 10 && checker.deliveredOffline > 5
+                && checker.membersSyncs > 5, "\(stats)")
         try Self.expectReplayEqualsStored(h, "seed \(seed)")
 
         // The same chunks into a fresh store, reopened half-way: the same records, bytes and chain.
@@ -533,8 +575,10 @@ private struct SignalingChecker {
             records += try b.feed(chunk.map(\.line)).map(\.jsonString)
         }
         let firstDiff = zip(records, run.records).enumerated().first { $0.element.0 != $0.element.1 }
-        #expect(records.count == run.records.count && firstDiff == nil,
-                "seed \(seed): records differ after a reopen at chunk \(half): \(firstDiff.map { "#\($0.offset)\n  \($0.element.0)\n  \($0.element.1)" } ?? "count \(records.count) vs \(run.records.count)")")
+        #expect(
+            records.count == run.records.count && firstDiff == nil,
+            "seed \(seed): records differ after a reopen at chunk \(half): \(firstDiff.map { "#\($0.offset)\n  \($0.element.0)\n  \($0.element.1)" } ?? "count \(records.count) vs \(run.records.count)")"
+        )
         let pa = try h.store.env.read { txn in try h.store.storedProjections(in: txn) }
         let pb = try b.store.env.read { txn in try b.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {

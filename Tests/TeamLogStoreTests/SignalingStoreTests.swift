@@ -1,8 +1,8 @@
-import Testing
 import LMDB
 import TeamLog
 import TeamLogStore
 import TestSupport
+import Testing
 
 /// Signaling op lines (SPEC §1.3) for store tests; `nil` fields are left out.
 private enum Call {
@@ -18,18 +18,34 @@ private enum Call {
     static func join(_ actor: String, _ channel: String = "c1", device: String? = nil, ts: Int? = nil) -> String {
         line("channel.join", actor, [("channel", channel), ("device", device), ("ts", ts)])
     }
-    static func invite(_ actor: String, _ target: String, _ requestId: String, channel: String = "c1", offline: Bool? = nil,
-                       pushText: String? = nil, ts: Int? = nil) -> String {
-        line("channel.invite", actor, [("channel", channel), ("target", target), ("requestId", requestId),
-                                       ("offline", offline), ("pushText", pushText), ("ts", ts)])
+    static func invite(
+        _ actor: String, _ target: String, _ requestId: String, channel: String = "c1", offline: Bool? = nil,
+        pushText: String? = nil, ts: Int? = nil
+    ) -> String {
+        line(
+            "channel.invite", actor,
+            [
+                ("channel", channel), ("target", target), ("requestId", requestId),
+                ("offline", offline), ("pushText", pushText), ("ts", ts),
+            ])
     }
-    static func cancel(_ actor: String, _ target: String, _ requestId: String, channel: String = "c1", ts: Int? = nil) -> String {
-        line("channel.cancelInvite", actor, [("channel", channel), ("target", target), ("requestId", requestId), ("ts", ts)])
+    static func cancel(_ actor: String, _ target: String, _ requestId: String, channel: String = "c1", ts: Int? = nil)
+        -> String
+    {
+        line(
+            "channel.cancelInvite", actor,
+            [("channel", channel), ("target", target), ("requestId", requestId), ("ts", ts)])
     }
-    static func accept(_ actor: String, _ inviter: String, _ requestId: String, channel: String = "c1",
-                       device: String? = nil, ts: Int? = nil) -> String {
-        line("channel.accept", actor, [("channel", channel), ("inviter", inviter), ("requestId", requestId),
-                                       ("device", device), ("ts", ts)])
+    static func accept(
+        _ actor: String, _ inviter: String, _ requestId: String, channel: String = "c1",
+        device: String? = nil, ts: Int? = nil
+    ) -> String {
+        line(
+            "channel.accept", actor,
+            [
+                ("channel", channel), ("inviter", inviter), ("requestId", requestId),
+                ("device", device), ("ts", ts),
+            ])
     }
     static func leave(_ actor: String, _ channel: String = "c1", ts: Int? = nil) -> String {
         line("channel.leave", actor, [("channel", channel), ("ts", ts)])
@@ -54,10 +70,14 @@ extension Array where Element == JSONValue {
 /// Signaling end to end on a real LMDB store: the `signal` and `login` records of SPEC §4, the offline
 /// queue surviving reopens and delivered once, members sync at its exact boundary, and `teamlog channel`.
 @Suite struct SignalingStoreTests {
-    func expectAuditOK(_ h: StoreHarness, _ note: Comment = "", sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expectAuditOK(_ h: StoreHarness, _ note: Comment = "", sourceLocation: SourceLocation = #_sourceLocation)
+        throws
+    {
         let report = try h.store.audit()
-        #expect(report.ok, "\(note) \(report.tables.compactMap(\.difference)) \(String(describing: report.chainProblem)) \(String(describing: report.checkpointProblem))",
-                sourceLocation: sourceLocation)
+        #expect(
+            report.ok,
+            "\(note) \(report.tables.compactMap(\.difference)) \(String(describing: report.chainProblem)) \(String(describing: report.checkpointProblem))",
+            sourceLocation: sourceLocation)
     }
 
     /// The seed's story: a call to someone offline, stored; they log in on a phone (the invite arrives with
@@ -70,41 +90,50 @@ extension Array where Element == JSONValue {
             Call.create("caller", kind: "video", ts: 1_000),
             Call.join("caller", device: "desk", ts: 1_000),
         ])
-        let invite = try h.feed(Call.invite("caller", "callee", "r1", offline: true, pushText: "incoming call", ts: 2_000))
-        #expect(invite.map(\.jsonString) == [
-            #"{"kind":"event","line":4,"seq":4,"ts":2000,"op":"channel.invite"}"#,
-            #"{"kind":"signal","seq":4,"channel":"c1","event":"invite","to":"callee","devices":[],"stored":true,"sync":false,"from":"caller","requestId":"r1"}"#,
-        ])
-        #expect(try h.store.channelView("c1")?.jsonString
-            == #"{"channel":"c1","kind":"video","closed":false,"members":["caller"],"pendingInvites":[{"target":"callee","inviter":"caller","requestId":"r1"}]}"#)
+        let invite = try h.feed(
+            Call.invite("caller", "callee", "r1", offline: true, pushText: "incoming call", ts: 2_000))
+        #expect(
+            invite.map(\.jsonString) == [
+                #"{"kind":"event","line":4,"seq":4,"ts":2000,"op":"channel.invite"}"#,
+                #"{"kind":"signal","seq":4,"channel":"c1","event":"invite","to":"callee","devices":[],"stored":true,"sync":false,"from":"caller","requestId":"r1"}"#,
+            ])
+        #expect(
+            try h.store.channelView("c1")?.jsonString
+                == #"{"channel":"c1","kind":"video","closed":false,"members":["caller"],"pendingInvites":[{"target":"callee","inviter":"caller","requestId":"r1"}]}"#
+        )
 
         let phone = try h.feed(Call.login("callee", "phone", ts: 3_000))
-        #expect(phone.map(\.jsonString) == [
-            #"{"kind":"event","line":5,"seq":5,"ts":3000,"op":"client.login"}"#,
-            #"{"kind":"login","seq":5,"user":"callee","device":"phone","offline":[{"seq":4,"channel":"c1","event":"invite","from":"caller","requestId":"r1","pushText":"incoming call"}],"channels":[]}"#,
-        ])
+        #expect(
+            phone.map(\.jsonString) == [
+                #"{"kind":"event","line":5,"seq":5,"ts":3000,"op":"client.login"}"#,
+                #"{"kind":"login","seq":5,"user":"callee","device":"phone","offline":[{"seq":4,"channel":"c1","event":"invite","from":"caller","requestId":"r1","pushText":"incoming call"}],"channels":[]}"#,
+            ])
         let tablet = try h.feed(Call.login("callee", "tablet", ts: 4_000))
-        #expect(tablet.kind("login").map(\.jsonString) == [
-            #"{"kind":"login","seq":6,"user":"callee","device":"tablet","offline":[],"channels":[]}"#,
-        ])
+        #expect(
+            tablet.kind("login").map(\.jsonString) == [
+                #"{"kind":"login","seq":6,"user":"callee","device":"tablet","offline":[],"channels":[]}"#
+            ])
         try expectAuditOK(h, "before accepting")
 
         let accept = try h.feed(Call.accept("callee", "caller", "r1", device: "phone", ts: 5_000))
-        #expect(accept.map(\.jsonString) == [
-            #"{"kind":"event","line":7,"seq":7,"ts":5000,"op":"channel.accept"}"#,
-            #"{"kind":"signal","seq":7,"channel":"c1","event":"accept","to":"caller","devices":["desk"],"stored":false,"sync":false,"from":"callee","requestId":"r1"}"#,
-            #"{"kind":"signal","seq":7,"channel":"c1","event":"join","to":"caller","devices":["desk"],"stored":false,"sync":false,"from":"callee"}"#,
-            #"{"kind":"signal","seq":7,"channel":"c1","event":"accept","to":"callee","devices":["tablet"],"stored":false,"sync":true,"from":"callee","requestId":"r1"}"#,
-        ])
-        #expect(try h.store.channelView("c1")?.jsonString
-            == #"{"channel":"c1","kind":"video","closed":false,"members":["caller","callee"],"pendingInvites":[]}"#)
+        #expect(
+            accept.map(\.jsonString) == [
+                #"{"kind":"event","line":7,"seq":7,"ts":5000,"op":"channel.accept"}"#,
+                #"{"kind":"signal","seq":7,"channel":"c1","event":"accept","to":"caller","devices":["desk"],"stored":false,"sync":false,"from":"callee","requestId":"r1"}"#,
+                #"{"kind":"signal","seq":7,"channel":"c1","event":"join","to":"caller","devices":["desk"],"stored":false,"sync":false,"from":"callee"}"#,
+                #"{"kind":"signal","seq":7,"channel":"c1","event":"accept","to":"callee","devices":["tablet"],"stored":false,"sync":true,"from":"callee","requestId":"r1"}"#,
+            ])
+        #expect(
+            try h.store.channelView("c1")?.jsonString
+                == #"{"channel":"c1","kind":"video","closed":false,"members":["caller","callee"],"pendingInvites":[]}"#)
         try expectAuditOK(h, "after accepting")
 
         // A later login on a third device lists the call, and nothing offline.
         let pc = try h.feed(Call.login("callee", "pc", ts: 6_000))
-        #expect(pc.kind("login").map(\.jsonString) == [
-            #"{"kind":"login","seq":8,"user":"callee","device":"pc","offline":[],"channels":[{"channel":"c1","kind":"video","members":["caller","callee"]}]}"#,
-        ])
+        #expect(
+            pc.kind("login").map(\.jsonString) == [
+                #"{"kind":"login","seq":8,"user":"callee","device":"pc","offline":[],"channels":[{"channel":"c1","kind":"video","members":["caller","callee"]}]}"#
+            ])
         try h.reopen()
         try expectAuditOK(h, "after reopen")
     }
@@ -129,12 +158,14 @@ extension Array where Element == JSONValue {
 
         try h.reopen()
         #expect(h.store.world.offlineQueues == queued, "the queue is read back from LMDB")
-        #expect(try h.store.channelView("c1")?["pendingInvites"]?.jsonString
-            == #"[{"target":"y","inviter":"a","requestId":"r2"},{"target":"x","inviter":"a","requestId":"r3"}]"#)
+        #expect(
+            try h.store.channelView("c1")?["pendingInvites"]?.jsonString
+                == #"[{"target":"y","inviter":"a","requestId":"r2"},{"target":"x","inviter":"a","requestId":"r3"}]"#)
         let first = try h.feed(Call.login("x", "xp", ts: 2_000))
-        #expect(first.kind("login").map(\.jsonString) == [
-            #"{"kind":"login","seq":8,"user":"x","device":"xp","offline":[{"seq":4,"channel":"c1","event":"invite","from":"a","requestId":"r1","pushText":"p1"},{"seq":6,"channel":"c1","event":"cancelInvite","from":"a","requestId":"r1"}],"channels":[]}"#,
-        ])
+        #expect(
+            first.kind("login").map(\.jsonString) == [
+                #"{"kind":"login","seq":8,"user":"x","device":"xp","offline":[{"seq":4,"channel":"c1","event":"invite","from":"a","requestId":"r1","pushText":"p1"},{"seq":6,"channel":"c1","event":"cancelInvite","from":"a","requestId":"r1"}],"channels":[]}"#
+            ])
         #expect(h.store.world.offlineQueues["x"] == nil)
         try expectAuditOK(h, "after the first login")
 
@@ -157,7 +188,10 @@ extension Array where Element == JSONValue {
     /// A login repeated with the same `opId` is a duplicate: it delivers nothing again.
     @Test func duplicateLoginDeliversNothing() throws {
         let h = try StoreHarness()
-        try h.feed([Call.create("a", ts: 1_000), Call.join("a", ts: 1_000), Call.invite("a", "x", "r1", offline: true, ts: 1_000)])
+        try h.feed([
+            Call.create("a", ts: 1_000), Call.join("a", ts: 1_000),
+            Call.invite("a", "x", "r1", offline: true, ts: 1_000),
+        ])
         let line = Call.login("x", "xp", ts: 2_000, opId: "L1")
         let first = try h.feed(line)
         #expect(first.kind("login").first?["offline"]?.arrayValue?.count == 1)
@@ -186,9 +220,10 @@ extension Array where Element == JSONValue {
         try early.reopen()
         #expect(early.store.world.syncDeadline == 121_000, "the deadline is rebuilt on open")
         let late = try early.feed(Call.tick(1_000 + 120_000))
-        #expect(late.kind("signal").map(\.jsonString) == [
-            #"{"kind":"signal","seq":6,"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#,
-        ])
+        #expect(
+            late.kind("signal").map(\.jsonString) == [
+                #"{"kind":"signal","seq":6,"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#
+            ])
         #expect(try early.store.channelView("c1")?["members"] == .array([.string("b")]))
         try expectAuditOK(early, "removed after reopen")
 
@@ -196,10 +231,11 @@ extension Array where Element == JSONValue {
         let direct = try StoreHarness()
         try direct.feed(Self.syncPrefix)
         let removal = try direct.feed(Call.tick(1_000 + 120_000))
-        #expect(removal.map(\.jsonString) == [
-            #"{"kind":"event","line":5,"seq":5,"ts":121000,"op":"clock.tick"}"#,
-            #"{"kind":"signal","seq":5,"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#,
-        ])
+        #expect(
+            removal.map(\.jsonString) == [
+                #"{"kind":"event","line":5,"seq":5,"ts":121000,"op":"clock.tick"}"#,
+                #"{"kind":"signal","seq":5,"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#,
+            ])
         #expect(try direct.store.channelView("c1")?["members"] == .array([.string("b")]))
         try expectAuditOK(direct, "120 s")
         try direct.reopen()
@@ -212,11 +248,13 @@ extension Array where Element == JSONValue {
         try h.feed(Self.syncPrefix)
         let rejected = try h.feed(Call.leave("a", ts: 121_000))
         #expect(rejected.map { $0["code"]?.stringValue } == ["notMember"])
-        #expect(try h.store.channelView("c1")?["members"] == .array([.string("a"), .string("b")]),
-                "a rejected op stores nothing, not even the removal")
+        #expect(
+            try h.store.channelView("c1")?["members"] == .array([.string("a"), .string("b")]),
+            "a rejected op stores nothing, not even the removal")
         let accepted = try h.feed(Call.leave("b", ts: 121_000))
-        #expect(accepted.kind("signal").map { $0["event"]?.stringValue } == ["membersSync"],
-                "b's own leave runs after a's removal, and nobody is left to tell")
+        #expect(
+            accepted.kind("signal").map { $0["event"]?.stringValue } == ["membersSync"],
+            "b's own leave runs after a's removal, and nobody is left to tell")
         #expect(try h.store.channelView("c1")?["members"] == .array([]))
         try expectAuditOK(h)
     }
@@ -240,11 +278,13 @@ extension Array where Element == JSONValue {
         let invites = try #require(view["pendingInvites"]?.arrayValue)
         guard case .object(let first) = invites[0] else { Issue.record("not an object"); return }
         #expect(first.map(\.0) == ["target", "inviter", "requestId"])
-        #expect(invites.map(\.jsonString) == [
-            #"{"target":"x","inviter":"a","requestId":"r1"}"#, #"{"target":"y","inviter":"b","requestId":"r2"}"#,
-        ])
-        #expect(try h.store.channelView("c2")?.jsonString
-            == #"{"channel":"c2","kind":"custom","closed":true,"members":["a"],"pendingInvites":[]}"#)
+        #expect(
+            invites.map(\.jsonString) == [
+                #"{"target":"x","inviter":"a","requestId":"r1"}"#, #"{"target":"y","inviter":"b","requestId":"r2"}"#,
+            ])
+        #expect(
+            try h.store.channelView("c2")?.jsonString
+                == #"{"channel":"c2","kind":"custom","closed":true,"members":["a"],"pendingInvites":[]}"#)
         #expect(try h.store.channelView("nope") == nil)
         try h.reopen()
         #expect(try h.store.channelView("c1") == view)

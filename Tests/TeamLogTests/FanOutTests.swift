@@ -1,7 +1,7 @@
-import Testing
 import TeamLog
 import TeamLogWorkload
 import TestSupport
+import Testing
 
 /// SPEC §2: who receives a message, who is alerted, and why not — through `World` (team and p2p messages,
 /// tips) and directly on the bitset core.
@@ -37,8 +37,9 @@ import TestSupport
 
     /// Shorthand: receivers with every one alerted but those in `silenced`.
     static func d(_ receivers: [String], _ silenced: [String: SilenceReason] = [:]) -> Expected {
-        Expected(receivers: receivers, alerted: receivers.filter { silenced[$0] == nil },
-                 silenced: receivers.compactMap { u in silenced[u].map { "\(u):\($0.rawValue)" } })
+        Expected(
+            receivers: receivers, alerted: receivers.filter { silenced[$0] == nil },
+            silenced: receivers.compactMap { u in silenced[u].map { "\(u):\($0.rawValue)" } })
     }
 
     static func all(_ receivers: [String], _ reason: SilenceReason) -> Expected {
@@ -48,7 +49,9 @@ import TestSupport
     /// The deliveries of the last accepted op, as `Expected`.
     static func deliveries(_ m: Machine) -> [Expected] {
         m.deliveries.map { d in
-            Expected(receivers: d.receivers, alerted: d.alerted, silenced: d.silenced.map { "\($0.user):\($0.reason.rawValue)" })
+            Expected(
+                receivers: d.receivers, alerted: d.alerted,
+                silenced: d.silenced.map { "\($0.user):\($0.reason.rawValue)" })
         }
     }
 
@@ -57,92 +60,144 @@ import TestSupport
     static let team: [FanCase] = [
         FanCase("broadcast reaches every member but the sender", [], Msg.send("a", "m1"), d(others)),
         FanCase("owner's broadcast", [], Msg.send("own", "m1"), d(["mgr", "a", "b", "c"])),
-        FanCase("disableNotification silences every receiver", [], Msg.send("a", "m1", ["disableNotification": true]),
-                all(others, .disableNotification)),
-        FanCase("disableNotification beats notifyNone", [Msg.notify("b", "none")],
-                Msg.send("a", "m1", ["disableNotification": true]), all(others, .disableNotification)),
-        FanCase("disableNotification beats managerOnly and mentions", [Msg.notify("b", "managerOnly")],
-                Msg.send("a", "m1", ["disableNotification": true, "mentions": ["b"]]), all(others, .disableNotification)),
+        FanCase(
+            "disableNotification silences every receiver", [], Msg.send("a", "m1", ["disableNotification": true]),
+            all(others, .disableNotification)),
+        FanCase(
+            "disableNotification beats notifyNone", [Msg.notify("b", "none")],
+            Msg.send("a", "m1", ["disableNotification": true]), all(others, .disableNotification)),
+        FanCase(
+            "disableNotification beats managerOnly and mentions", [Msg.notify("b", "managerOnly")],
+            Msg.send("a", "m1", ["disableNotification": true, "mentions": ["b"]]), all(others, .disableNotification)),
         FanCase("notify none", [Msg.notify("b", "none")], Msg.send("a", "m1"), d(others, ["b": .notifyNone])),
-        FanCase("notify none, sender a manager", [Msg.notify("b", "none")], Msg.send("mgr", "m1"),
-                d(["own", "a", "b", "c"], ["b": .notifyNone])),
-        FanCase("managerOnly, normal sender", [Msg.notify("b", "managerOnly")], Msg.send("a", "m1"),
-                d(others, ["b": .managerOnly])),
-        FanCase("managerOnly, manager sender", [Msg.notify("b", "managerOnly")], Msg.send("mgr", "m1"),
-                d(["own", "a", "b", "c"])),
-        FanCase("managerOnly, owner sender", [Msg.notify("b", "managerOnly")], Msg.send("own", "m1"),
-                d(["mgr", "a", "b", "c"])),
-        FanCase("managerOnly lifted by a mention", [Msg.notify("b", "managerOnly"), Msg.notify("c", "managerOnly")],
-                Msg.send("a", "m1", ["mentions": ["b"]]), d(others, ["c": .managerOnly])),
-        FanCase("a mention does not lift none", [Msg.notify("b", "none")], Msg.send("a", "m1", ["mentions": ["b"]]),
-                d(others, ["b": .notifyNone])),
-        FanCase("an owner with managerOnly hears a normal member", [Msg.notify("own", "managerOnly")], Msg.send("a", "m1"),
-                d(others, ["own": .managerOnly])),
-        FanCase("mentioning a non-member or the sender changes nothing", [Msg.notify("b", "managerOnly")],
-                Msg.send("a", "m1", ["mentions": ["zz", "a"]]), d(others, ["b": .managerOnly])),
+        FanCase(
+            "notify none, sender a manager", [Msg.notify("b", "none")], Msg.send("mgr", "m1"),
+            d(["own", "a", "b", "c"], ["b": .notifyNone])),
+        FanCase(
+            "managerOnly, normal sender", [Msg.notify("b", "managerOnly")], Msg.send("a", "m1"),
+            d(others, ["b": .managerOnly])),
+        FanCase(
+            "managerOnly, manager sender", [Msg.notify("b", "managerOnly")], Msg.send("mgr", "m1"),
+            d(["own", "a", "b", "c"])),
+        FanCase(
+            "managerOnly, owner sender", [Msg.notify("b", "managerOnly")], Msg.send("own", "m1"),
+            d(["mgr", "a", "b", "c"])),
+        FanCase(
+            "managerOnly lifted by a mention", [Msg.notify("b", "managerOnly"), Msg.notify("c", "managerOnly")],
+            Msg.send("a", "m1", ["mentions": ["b"]]), d(others, ["c": .managerOnly])),
+        FanCase(
+            "a mention does not lift none", [Msg.notify("b", "none")], Msg.send("a", "m1", ["mentions": ["b"]]),
+            d(others, ["b": .notifyNone])),
+        FanCase(
+            "an owner with managerOnly hears a normal member", [Msg.notify("own", "managerOnly")], Msg.send("a", "m1"),
+            d(others, ["own": .managerOnly])),
+        FanCase(
+            "mentioning a non-member or the sender changes nothing", [Msg.notify("b", "managerOnly")],
+            Msg.send("a", "m1", ["mentions": ["zz", "a"]]), d(others, ["b": .managerOnly])),
         FanCase("directed", [], Msg.send("a", "m1", ["directedUserIds": ["c", "b"]]), d(["b", "c"])),
-        FanCase("directed + managerOnly + mention", [Msg.notify("b", "managerOnly"), Msg.notify("c", "managerOnly")],
-                Msg.send("a", "m1", ["directedUserIds": ["b", "c"], "mentions": ["b"]]), d(["b", "c"], ["c": .managerOnly])),
-        FanCase("directed: a mention outside the set receives nothing", [Msg.notify("own", "managerOnly")],
-                Msg.send("a", "m1", ["directedUserIds": ["b"], "mentions": ["own"]]), d(["b"])),
+        FanCase(
+            "directed + managerOnly + mention", [Msg.notify("b", "managerOnly"), Msg.notify("c", "managerOnly")],
+            Msg.send("a", "m1", ["directedUserIds": ["b", "c"], "mentions": ["b"]]), d(["b", "c"], ["c": .managerOnly])),
+        FanCase(
+            "directed: a mention outside the set receives nothing", [Msg.notify("own", "managerOnly")],
+            Msg.send("a", "m1", ["directedUserIds": ["b"], "mentions": ["own"]]), d(["b"])),
         FanCase("directed to the sender too", [], Msg.send("a", "m1", ["directedUserIds": ["a", "b"]]), d(["b"])),
         FanCase("directed to the sender alone", [], Msg.send("a", "m1", ["directedUserIds": ["a"]]), d([])),
-        FanCase("status message: online members only", [Msg.login("own"), Msg.login("b"), Msg.login("a")],
-                Msg.send("a", "m1", ["isStatusMessage": true]), all(["own", "b"], .statusMessage)),
-        FanCase("status message beats notifyNone", [Msg.login("b"), Msg.notify("b", "none")],
-                Msg.send("a", "m1", ["isStatusMessage": true]), all(["b"], .statusMessage)),
-        FanCase("disableNotification beats status message", [Msg.login("b")],
-                Msg.send("a", "m1", ["isStatusMessage": true, "disableNotification": true]), all(["b"], .disableNotification)),
+        FanCase(
+            "status message: online members only", [Msg.login("own"), Msg.login("b"), Msg.login("a")],
+            Msg.send("a", "m1", ["isStatusMessage": true]), all(["own", "b"], .statusMessage)),
+        FanCase(
+            "status message beats notifyNone", [Msg.login("b"), Msg.notify("b", "none")],
+            Msg.send("a", "m1", ["isStatusMessage": true]), all(["b"], .statusMessage)),
+        FanCase(
+            "disableNotification beats status message", [Msg.login("b")],
+            Msg.send("a", "m1", ["isStatusMessage": true, "disableNotification": true]),
+            all(["b"], .disableNotification)),
         FanCase("status message with nobody online", [], Msg.send("a", "m1", ["isStatusMessage": true]), d([])),
-        FanCase("status message after the last device logged out",
-                [Msg.login("b", "d1"), Msg.login("b", "d2"), Msg.login("c"), Msg.logout("b", "d1"), Msg.logout("c")],
-                Msg.send("a", "m1", ["isStatusMessage": true]), all(["b"], .statusMessage)),
-        FanCase("status message: all devices gone", [Msg.login("b", "d1"), Msg.login("b", "d2"), Msg.logout("b", "d2"), Msg.logout("b", "d1")],
-                Msg.send("a", "m1", ["isStatusMessage": true]), d([])),
-        FanCase("status message to an online member who joined later", [Msg.login("x"), op("team.invite", "own", ["team": "t1", "targets": ["x"]])],
-                Msg.send("a", "m1", ["isStatusMessage": true]), all(["x"], .statusMessage)),
-        FanCase("status message, directed", [Msg.login("b"), Msg.login("c")],
-                Msg.send("a", "m1", ["isStatusMessage": true, "directedUserIds": ["b", "own"]]), all(["b"], .statusMessage)),
-        FanCase("team mute + manager sending", [op("team.muteAll", "own", ["team": "t1", "muted": true]), Msg.notify("b", "managerOnly"), Msg.notify("c", "none")],
-                Msg.send("mgr", "m1"), d(["own", "a", "b", "c"], ["c": .notifyNone])),
-        FanCase("team mute + owner sending", [op("team.muteAll", "mgr", ["team": "t1", "muted": true]), Msg.notify("mgr", "managerOnly")],
-                Msg.send("own", "m1"), d(["mgr", "a", "b", "c"])),
-        FanCase("a removed manager is a normal sender", [op("team.removeManagers", "own", ["team": "t1", "targets": ["mgr"]]), Msg.notify("b", "managerOnly")],
-                Msg.send("mgr", "m1"), d(["own", "a", "b", "c"], ["b": .managerOnly])),
-        FanCase("receivers in slot order: a joiner takes the freed slot",
-                [op("team.leave", "a", ["team": "t1"]), op("team.invite", "own", ["team": "t1", "targets": ["x", "y"]])],
-                Msg.send("b", "m1"), d(["own", "mgr", "x", "c", "y"])),
+        FanCase(
+            "status message after the last device logged out",
+            [Msg.login("b", "d1"), Msg.login("b", "d2"), Msg.login("c"), Msg.logout("b", "d1"), Msg.logout("c")],
+            Msg.send("a", "m1", ["isStatusMessage": true]), all(["b"], .statusMessage)),
+        FanCase(
+            "status message: all devices gone",
+            [Msg.login("b", "d1"), Msg.login("b", "d2"), Msg.logout("b", "d2"), Msg.logout("b", "d1")],
+            Msg.send("a", "m1", ["isStatusMessage": true]), d([])),
+        FanCase(
+            "status message to an online member who joined later",
+            [Msg.login("x"), op("team.invite", "own", ["team": "t1", "targets": ["x"]])],
+            Msg.send("a", "m1", ["isStatusMessage": true]), all(["x"], .statusMessage)),
+        FanCase(
+            "status message, directed", [Msg.login("b"), Msg.login("c")],
+            Msg.send("a", "m1", ["isStatusMessage": true, "directedUserIds": ["b", "own"]]), all(["b"], .statusMessage)),
+        FanCase(
+            "team mute + manager sending",
+            [
+                op("team.muteAll", "own", ["team": "t1", "muted": true]), Msg.notify("b", "managerOnly"),
+                Msg.notify("c", "none"),
+            ],
+            Msg.send("mgr", "m1"), d(["own", "a", "b", "c"], ["c": .notifyNone])),
+        FanCase(
+            "team mute + owner sending",
+            [op("team.muteAll", "mgr", ["team": "t1", "muted": true]), Msg.notify("mgr", "managerOnly")],
+            Msg.send("own", "m1"), d(["mgr", "a", "b", "c"])),
+        FanCase(
+            "a removed manager is a normal sender",
+            [op("team.removeManagers", "own", ["team": "t1", "targets": ["mgr"]]), Msg.notify("b", "managerOnly")],
+            Msg.send("mgr", "m1"), d(["own", "a", "b", "c"], ["b": .managerOnly])),
+        FanCase(
+            "receivers in slot order: a joiner takes the freed slot",
+            [op("team.leave", "a", ["team": "t1"]), op("team.invite", "own", ["team": "t1", "targets": ["x", "y"]])],
+            Msg.send("b", "m1"), d(["own", "mgr", "x", "c", "y"])),
     ]
 
     static let tips: [FanCase] = [
-        FanCase("update tip: every member incl. the actor, silenced tip", [Msg.notify("b", "none"), Msg.notify("c", "managerOnly")],
-                op("team.update", "own", ["team": "t1", "fields": ["name": "Dev"] as KeyValuePairs<String, Any>]),
-                all(["own", "mgr", "a", "b", "c"], .tip)),
-        FanCase("invite tip reaches the new members", [], op("team.invite", "mgr", ["team": "t1", "targets": ["x"]]),
-                all(["own", "mgr", "a", "b", "c", "x"], .tip)),
-        FanCase("kick tip reaches the removed", [], op("team.kick", "own", ["team": "t1", "targets": ["c", "a"]]),
-                all(["own", "mgr", "b", "c", "a"], .tip)),
-        FanCase("leave tip reaches the leaver", [], op("team.leave", "a", ["team": "t1"]), all(["own", "mgr", "b", "c", "a"], .tip)),
-        FanCase("dismiss tip reaches every former member", [], op("team.dismiss", "own", ["team": "t1"]),
-                all(["own", "mgr", "a", "b", "c"], .tip)),
-        FanCase("transfer + leave: two tips, the second to the leaver too", [],
-                op("team.transferOwner", "own", ["team": "t1", "target": "a", "leave": true]),
-                all(["own", "mgr", "a", "b", "c"], .tip), all(["mgr", "a", "b", "c", "own"], .tip)),
-        FanCase("mute tip", [], op("team.muteMember", "own", ["team": "t1", "target": "b", "muted": true]),
-                all(["own", "mgr", "a", "b", "c"], .tip)),
+        FanCase(
+            "update tip: every member incl. the actor, silenced tip",
+            [Msg.notify("b", "none"), Msg.notify("c", "managerOnly")],
+            op("team.update", "own", ["team": "t1", "fields": ["name": "Dev"] as KeyValuePairs<String, Any>]),
+            all(["own", "mgr", "a", "b", "c"], .tip)),
+        FanCase(
+            "invite tip reaches the new members", [], op("team.invite", "mgr", ["team": "t1", "targets": ["x"]]),
+            all(["own", "mgr", "a", "b", "c", "x"], .tip)),
+        FanCase(
+            "kick tip reaches the removed", [], op("team.kick", "own", ["team": "t1", "targets": ["c", "a"]]),
+            all(["own", "mgr", "b", "c", "a"], .tip)),
+        FanCase(
+            "leave tip reaches the leaver", [], op("team.leave", "a", ["team": "t1"]),
+            all(["own", "mgr", "b", "c", "a"], .tip)),
+        FanCase(
+            "dismiss tip reaches every former member", [], op("team.dismiss", "own", ["team": "t1"]),
+            all(["own", "mgr", "a", "b", "c"], .tip)),
+        FanCase(
+            "transfer + leave: two tips, the second to the leaver too", [],
+            op("team.transferOwner", "own", ["team": "t1", "target": "a", "leave": true]),
+            all(["own", "mgr", "a", "b", "c"], .tip), all(["mgr", "a", "b", "c", "own"], .tip)),
+        FanCase(
+            "mute tip", [], op("team.muteMember", "own", ["team": "t1", "target": "b", "muted": true]),
+            all(["own", "mgr", "a", "b", "c"], .tip)),
         FanCase("setNotify has no tip", [], Msg.notify("a", "none")),
     ]
 
     static let p2p: [FanCase] = [
         FanCase("p2p message", [], Msg.send("a", "m1", to: Msg.p2p("b")), d(["b"])),
-        FanCase("p2p disableNotification", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["disableNotification": true]),
-                all(["b"], .disableNotification)),
-        FanCase("p2p directed to the peer", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["b", "a"]]), d(["b"])),
-        FanCase("p2p directed to the sender", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["a"]]), d([])),
-        FanCase("p2p status message, peer offline", [Msg.login("a")], Msg.send("a", "m1", to: Msg.p2p("b"), ["isStatusMessage": true]), d([])),
-        FanCase("p2p status message, peer online", [Msg.login("b")], Msg.send("a", "m1", to: Msg.p2p("b"), ["isStatusMessage": true]),
-                all(["b"], .statusMessage)),
-        FanCase("p2p ignores the team notify state", [Msg.notify("b", "none")], Msg.send("a", "m1", to: Msg.p2p("b")), d(["b"])),
+        FanCase(
+            "p2p disableNotification", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["disableNotification": true]),
+            all(["b"], .disableNotification)),
+        FanCase(
+            "p2p directed to the peer", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["b", "a"]]),
+            d(["b"])),
+        FanCase(
+            "p2p directed to the sender", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["a"]]), d([])),
+        FanCase(
+            "p2p status message, peer offline", [Msg.login("a")],
+            Msg.send("a", "m1", to: Msg.p2p("b"), ["isStatusMessage": true]), d([])),
+        FanCase(
+            "p2p status message, peer online", [Msg.login("b")],
+            Msg.send("a", "m1", to: Msg.p2p("b"), ["isStatusMessage": true]),
+            all(["b"], .statusMessage)),
+        FanCase(
+            "p2p ignores the team notify state", [Msg.notify("b", "none")], Msg.send("a", "m1", to: Msg.p2p("b")),
+            d(["b"])),
     ]
 
     func check(_ c: FanCase) {
@@ -170,7 +225,9 @@ import TestSupport
         let d = try #require(m.deliveries.first)
         #expect(d.to == Conversation(.superTeam, "s1"))
         #expect(d.messageId == "m1")
-        #expect(m.run(op("team.update", "own", ["team": "s1", "fields": ["intro": "x"] as KeyValuePairs<String, Any>])) == nil)
+        #expect(
+            m.run(op("team.update", "own", ["team": "s1", "fields": ["intro": "x"] as KeyValuePairs<String, Any>]))
+                == nil)
         #expect(m.deliveries.first?.to == Conversation(.superTeam, "s1"))
         #expect(m.deliveries.first?.messageId == "tip-\(m.world.lastSeq)")
         #expect(m.run(Msg.send("a", "p1", to: Msg.p2p("b"))) == nil)
@@ -182,8 +239,10 @@ import TestSupport
         var m = Machine()
         m.setup(Self.base)
         let key = ConvKey(team: "t1", kind: .team)
-        m.setup([op("team.update", "own", ["team": "t1", "fields": ["name": "Dev"] as KeyValuePairs<String, Any>]),
-                 op("team.invite", "own", ["team": "t1", "targets": ["x"]])])
+        m.setup([
+            op("team.update", "own", ["team": "t1", "fields": ["name": "Dev"] as KeyValuePairs<String, Any>]),
+            op("team.invite", "own", ["team": "t1", "targets": ["x"]]),
+        ])
         for u in ["own", "mgr", "a", "b", "c", "x"] { #expect(m.world.unread(u, key) == 0, "\(u)") }
         #expect(m.world.lastMessage("a", key)?.messageId == "tip-\(m.world.lastSeq)")
         #expect(m.world.messages["tip-\(m.world.lastSeq)"]?.isTip == true)
@@ -202,8 +261,10 @@ import TestSupport
     // MARK: The bitset core, on hand-built rosters
 
     /// A roster of `slots` slots; attribute bits only on present slots (as `TeamState` keeps them).
-    static func roster(_ slots: Int, absent: Set<Int> = [], admins: Set<Int> = [], none: Set<Int> = [],
-                       managerOnly: Set<Int> = [], online: Set<Int> = []) -> MemberBits {
+    static func roster(
+        _ slots: Int, absent: Set<Int> = [], admins: Set<Int> = [], none: Set<Int> = [],
+        managerOnly: Set<Int> = [], online: Set<Int> = []
+    ) -> MemberBits {
         let words = (slots + 63) / 64
         func bits(_ set: Set<Int>) -> [UInt64] { word(set.filter { $0 < slots && !absent.contains($0) }, words) }
         var b = MemberBits()
@@ -255,8 +316,11 @@ import TestSupport
     func messageLevelReasonSilencesEveryReceiver(_ reason: SilenceReason) {
         let bits = Self.roster(130, none: [5], managerOnly: [70], online: Set(0..<130))
         var core = FanOut()
-        core.run(bits, FanOut.Message(senderSlot: nil, senderIsAdmin: false, silenceAll: reason,
-                                      onlineOnly: reason == .statusMessage, mentions: Self.word([70], 3)))
+        core.run(
+            bits,
+            FanOut.Message(
+                senderSlot: nil, senderIsAdmin: false, silenceAll: reason,
+                onlineOnly: reason == .statusMessage, mentions: Self.word([70], 3)))
         #expect(MemberBits.count(core.receivers) == 130, "no sender: every present slot receives")
         #expect(MemberBits.count(core.alerted) == 0)
         #expect(MemberBits.count(core.silencedNone) == 0)
@@ -269,7 +333,8 @@ import TestSupport
     @Test func coreOnlineOnlyAndDirected() {
         let bits = Self.roster(130, absent: [4], online: [3, 4, 70, 129, 10])
         var core = FanOut()
-        core.run(bits, FanOut.Message(senderSlot: 10, senderIsAdmin: false, silenceAll: .statusMessage, onlineOnly: true))
+        core.run(
+            bits, FanOut.Message(senderSlot: 10, senderIsAdmin: false, silenceAll: .statusMessage, onlineOnly: true))
         #expect(Self.slots(core.receivers) == [3, 70, 129], "online, present, not the sender")
         // A directed set shorter than the roster: the missing words direct to nobody.
         core.run(bits, FanOut.Message(senderSlot: 10, senderIsAdmin: false, directed: Self.word([3, 4, 10, 63], 1)))
@@ -277,14 +342,18 @@ import TestSupport
         core.run(bits, FanOut.Message(senderSlot: 10, senderIsAdmin: false, directed: Self.word([129, 64], 3)))
         #expect(Self.slots(core.receivers) == [64, 129])
         // Directed and online-only together.
-        core.run(bits, FanOut.Message(senderSlot: nil, senderIsAdmin: false, onlineOnly: true, directed: Self.word([3, 5, 129], 3)))
+        core.run(
+            bits,
+            FanOut.Message(
+                senderSlot: nil, senderIsAdmin: false, onlineOnly: true, directed: Self.word([3, 5, 129], 3)))
         #expect(Self.slots(core.receivers) == [3, 129])
         #expect(Self.slots(core.alerted) == [3, 129])
     }
 
     @Test func coreBuffersDoNotLeakBetweenRuns() {
         var core = FanOut()
-        core.run(Self.roster(130, none: [100], managerOnly: [120]), FanOut.Message(senderSlot: nil, senderIsAdmin: false))
+        core.run(
+            Self.roster(130, none: [100], managerOnly: [120]), FanOut.Message(senderSlot: nil, senderIsAdmin: false))
         #expect(MemberBits.count(core.receivers) == 130)
         // A smaller roster with the same and then a different word count.
         core.run(Self.roster(130, absent: Set(3..<130)), FanOut.Message(senderSlot: 0, senderIsAdmin: false))
@@ -313,7 +382,8 @@ import TestSupport
             let absent = pick(n, 0.2)
             let none = pick(n, 0.2)
             let managerOnly = pick(n, 0.3).subtracting(none)
-            let bits = Self.roster(n, absent: absent, admins: pick(n, 0.1), none: none, managerOnly: managerOnly, online: pick(n, 0.5))
+            let bits = Self.roster(
+                n, absent: absent, admins: pick(n, 0.1), none: none, managerOnly: managerOnly, online: pick(n, 0.5))
             let words = bits.wordCount
             let sender: Int? = n > 0 && rng.chance(0.9) ? Int.random(in: 0..<n, using: &rng) : nil
             let senderIsAdmin = rng.chance(0.3)
@@ -322,17 +392,25 @@ import TestSupport
             let directedSet: Set<Int>? = rng.chance(0.3) ? pick(n, 0.3) : nil
             let mentionSet: Set<Int>? = rng.chance(0.4) ? pick(n, 0.2) : nil
             let silenceAll: SilenceReason? = disable ? .disableNotification : (status ? .statusMessage : nil)
-            core.run(bits, FanOut.Message(
-                senderSlot: sender, senderIsAdmin: senderIsAdmin, silenceAll: silenceAll, onlineOnly: status,
-                directed: directedSet.map { Self.word($0, words) }, mentions: mentionSet.map { Self.word($0, words) }))
+            core.run(
+                bits,
+                FanOut.Message(
+                    senderSlot: sender, senderIsAdmin: senderIsAdmin, silenceAll: silenceAll, onlineOnly: status,
+                    directed: directedSet.map { Self.word($0, words) },
+                    mentions: mentionSet.map { Self.word($0, words) }))
             for slot in 0..<n {
-                let receives = !absent.contains(slot) && slot != sender && (directedSet?.contains(slot) ?? true)
+                let receives =
+                    !absent.contains(slot) && slot != sender && (directedSet?.contains(slot) ?? true)
                     && (!status || MemberBits.test(bits.online, slot))
                 var reason: SilenceReason? = nil
                 if receives {
-                    if let silenceAll { reason = silenceAll }
-                    else if none.contains(slot) { reason = .notifyNone }
-                    else if managerOnly.contains(slot) && !senderIsAdmin && !(mentionSet?.contains(slot) ?? false) { reason = .managerOnly }
+                    if let silenceAll {
+                        reason = silenceAll
+                    } else if none.contains(slot) {
+                        reason = .notifyNone
+                    } else if managerOnly.contains(slot) && !senderIsAdmin && !(mentionSet?.contains(slot) ?? false) {
+                        reason = .managerOnly
+                    }
                 }
                 #expect(MemberBits.test(core.receivers, slot) == receives, "seed \(seed) slot \(slot)")
                 #expect(core.reason(slot) == reason, "seed \(seed) slot \(slot)")
@@ -361,7 +439,9 @@ import TestSupport
         // Holes and a joiner who takes a freed slot.
         let leavers = users.dropFirst().filter { _ in rng.chance(0.1) }.filter { !managers.contains($0) }
         for u in leavers { setup.append(op("team.leave", u, ["team": "t1"])) }
-        if !leavers.isEmpty, rng.chance(0.5) { setup.append(op("team.invite", "u0", ["team": "t1", "targets": ["late"]])) }
+        if !leavers.isEmpty, rng.chance(0.5) {
+            setup.append(op("team.invite", "u0", ["team": "t1", "targets": ["late"]]))
+        }
 
         var a = Machine()
         a.setup(setup)
@@ -381,10 +461,18 @@ import TestSupport
                 ("messageId", .string("m\(i)")), ("content", Msg.content("text")),
             ]
             if rng.chance(0.3) {
-                pairs.append(("directedUserIds", .array(members.filter { _ in rng.chance(0.3) }.prefix(30).map { .string($0) } + [.string(target)])))
+                pairs.append(
+                    (
+                        "directedUserIds",
+                        .array(
+                            members.filter { _ in rng.chance(0.3) }.prefix(30).map { .string($0) } + [.string(target)])
+                    ))
             }
-            if rng.chance(0.4) { pairs.append(("mentions", .array(members.filter { _ in rng.chance(0.2) }.map { .string($0) }))) }
-            for flag in ["needReceipt", "disableNotification", "isStatusMessage", "disableUpdateLastMessage"] where rng.chance(0.2) {
+            if rng.chance(0.4) {
+                pairs.append(("mentions", .array(members.filter { _ in rng.chance(0.2) }.map { .string($0) })))
+            }
+            for flag in ["needReceipt", "disableNotification", "isStatusMessage", "disableUpdateLastMessage"]
+            where rng.chance(0.2) {
                 pairs.append((flag, .bool(true)))
             }
             if rng.chance(0.15) { pairs.append(("isCounted", .bool(false))) }
@@ -399,11 +487,15 @@ import TestSupport
             #expect(x.receivers == y.receivers, "seed \(seed) message \(i): receivers differ")
             #expect(x.alerted.filter { $0 != target } == y.alerted.filter { $0 != target }, "seed \(seed) message \(i)")
             if x.alerted.contains(target) != y.alerted.contains(target) { targetAlertDiffers += 1 }
-            #expect(x.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" }
-                    == y.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" }, "seed \(seed) message \(i)")
+            #expect(
+                x.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" }
+                    == y.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" },
+                "seed \(seed) message \(i)")
             for u in users + ["late"] {
                 #expect(a.world.unread(u, key) == b.world.unread(u, key), "seed \(seed) message \(i): unread of \(u)")
-                #expect(a.world.lastMessage(u, key) == b.world.lastMessage(u, key), "seed \(seed) message \(i): last of \(u)")
+                #expect(
+                    a.world.lastMessage(u, key) == b.world.lastMessage(u, key),
+                    "seed \(seed) message \(i): last of \(u)")
             }
             #expect(a.world.receipts == b.world.receipts)
             #expect(a.world.convs == b.world.convs)

@@ -1,10 +1,12 @@
-import Testing
 import TeamLog
 import TestSupport
+import Testing
 
 /// Builders of message op lines (SPEC §1.2) shared by the message suites of this target.
 enum Msg {
-    static func conv(_ type: String, _ id: String) -> JSONValue { .object([("type", .string(type)), ("id", .string(id))]) }
+    static func conv(_ type: String, _ id: String) -> JSONValue {
+        .object([("type", .string(type)), ("id", .string(id))])
+    }
     static func team(_ id: String = "t1") -> JSONValue { conv("team", id) }
     static func superTeam(_ id: String) -> JSONValue { conv("superTeam", id) }
     static func p2p(_ peer: String) -> JSONValue { conv("p2p", peer) }
@@ -13,7 +15,9 @@ enum Msg {
     }
 
     /// A `message.send` line with a text content unless `fields` gives one (`JSONValue.null` omits it).
-    static func send(_ actor: String, _ id: String, to: JSONValue = team(), _ fields: KeyValuePairs<String, Any> = [:]) -> String {
+    static func send(_ actor: String, _ id: String, to: JSONValue = team(), _ fields: KeyValuePairs<String, Any> = [:])
+        -> String
+    {
         var pairs: [(String, JSONValue)] = [
             ("op", .string("message.send")), ("actor", .string(actor)), ("to", to), ("messageId", .string(id)),
         ]
@@ -36,8 +40,12 @@ enum Msg {
         op("message.modify", actor, ["messageId": id, "content": content])
     }
 
-    static func login(_ user: String, _ device: String = "d1") -> String { op("client.login", user, ["device": device]) }
-    static func logout(_ user: String, _ device: String = "d1") -> String { op("client.logout", user, ["device": device]) }
+    static func login(_ user: String, _ device: String = "d1") -> String {
+        op("client.login", user, ["device": device])
+    }
+    static func logout(_ user: String, _ device: String = "d1") -> String {
+        op("client.logout", user, ["device": device])
+    }
     static func notify(_ user: String, _ state: String, team: String = "t1") -> String {
         op("member.setNotify", user, ["team": team, "state": state])
     }
@@ -69,27 +77,33 @@ struct WorldSnapshot: Equatable {
 /// One table per message op of SPEC §1.2 (send, read, receipt, modify): accepted and rejected cases with the
 /// exact code; a rejected op leaves every projection as it was.
 @Suite struct MessageRuleTests {
-    static let withSuperTeam = baseTeam + [op("team.create", "own", ["team": "s1", "kind": "superTeam", "members": ["a"]])]
+    static let withSuperTeam =
+        baseTeam + [op("team.create", "own", ["team": "s1", "kind": "superTeam", "members": ["a"]])]
     static let dismissed = baseTeam + [op("team.dismiss", "own", ["team": "t1"])]
     static let mutedForever = baseTeam + [op("team.muteMember", "own", ["team": "t1", "target": "a", "muted": true])]
     /// `a` muted until 5 000 (the machine's clock is 1 000).
-    static let mutedUntil = baseTeam + [op("team.muteMember", "mgr", ["team": "t1", "target": "a", "muted": true, "until": 5_000])]
+    static let mutedUntil =
+        baseTeam + [op("team.muteMember", "mgr", ["team": "t1", "target": "a", "muted": true, "until": 5_000])]
     static let unmuted = mutedForever + [op("team.muteMember", "own", ["team": "t1", "target": "a", "muted": false])]
     static let teamMuted = baseTeam + [op("team.muteAll", "mgr", ["team": "t1", "muted": true])]
     static let createdMuted = [op("team.create", "own", ["team": "t1", "members": ["a"], "muted": true])]
-    static let teamAndMemberMuted = teamMuted + [op("team.muteMember", "own", ["team": "t1", "target": "mgr", "muted": true])]
+    static let teamAndMemberMuted =
+        teamMuted + [op("team.muteMember", "own", ["team": "t1", "target": "mgr", "muted": true])]
     static let left = baseTeam + [op("team.leave", "b", ["team": "t1"])]
     static let sent = baseTeam + [Msg.send("a", "m1")]
 
     static let send: [RuleCase] = [
         RuleCase("member sends text", baseTeam, Msg.send("a", "m1"), nil),
         RuleCase("owner sends", baseTeam, Msg.send("own", "m1"), nil),
-        RuleCase("superTeam member sends to the superTeam", withSuperTeam, Msg.send("a", "m1", to: Msg.superTeam("s1")), nil),
+        RuleCase(
+            "superTeam member sends to the superTeam", withSuperTeam, Msg.send("a", "m1", to: Msg.superTeam("s1")), nil),
         RuleCase("non-member sends", baseTeam, Msg.send("zz", "m1"), .notMember),
         RuleCase("former member sends", left, Msg.send("b", "m1"), .notMember),
         RuleCase("send to an unknown team", baseTeam, Msg.send("a", "m1", to: Msg.team("nope")), .noSuchTeam),
-        RuleCase("superTeam conversation naming a team", baseTeam, Msg.send("a", "m1", to: Msg.superTeam("t1")), .noSuchTeam),
-        RuleCase("team conversation naming a superTeam", withSuperTeam, Msg.send("a", "m1", to: Msg.team("s1")), .noSuchTeam),
+        RuleCase(
+            "superTeam conversation naming a team", baseTeam, Msg.send("a", "m1", to: Msg.superTeam("t1")), .noSuchTeam),
+        RuleCase(
+            "team conversation naming a superTeam", withSuperTeam, Msg.send("a", "m1", to: Msg.team("s1")), .noSuchTeam),
         RuleCase("send to a dismissed team", dismissed, Msg.send("a", "m1"), .dismissed),
         RuleCase("muted member with no end", mutedForever, Msg.send("a", "m1"), .muted),
         RuleCase("muted member before until", mutedUntil, Msg.send("a", "m1", ["ts": 4_999]), .muted),
@@ -102,38 +116,74 @@ struct WorldSnapshot: Equatable {
         RuleCase("manager of a muted team", teamMuted, Msg.send("mgr", "m1"), nil),
         RuleCase("team created muted", createdMuted, Msg.send("a", "m1"), .teamMuted),
         RuleCase("muted manager of a muted team: member mute first", teamAndMemberMuted, Msg.send("mgr", "m1"), .muted),
-        RuleCase("muted normal of a muted team: member mute first", teamMuted + [op("team.muteMember", "own", ["team": "t1", "target": "a", "muted": true])], Msg.send("a", "m1"), .muted),
-        RuleCase("unmuted team", teamMuted + [op("team.muteAll", "own", ["team": "t1", "muted": false])], Msg.send("a", "m1"), nil),
-        RuleCase("notification content", baseTeam, Msg.send("a", "m1", ["content": Msg.content("notification")]), .notPermitted),
+        RuleCase(
+            "muted normal of a muted team: member mute first",
+            teamMuted + [op("team.muteMember", "own", ["team": "t1", "target": "a", "muted": true])],
+            Msg.send("a", "m1"), .muted),
+        RuleCase(
+            "unmuted team", teamMuted + [op("team.muteAll", "own", ["team": "t1", "muted": false])],
+            Msg.send("a", "m1"), nil),
+        RuleCase(
+            "notification content", baseTeam, Msg.send("a", "m1", ["content": Msg.content("notification")]),
+            .notPermitted),
         RuleCase("tip content", baseTeam, Msg.send("a", "m1", ["content": Msg.content("tip")]), .notPermitted),
         RuleCase("unknown content type", baseTeam, Msg.send("a", "m1", ["content": Msg.content("sticker")]), .badField),
-        RuleCase("content without a type", baseTeam, Msg.send("a", "m1", ["content": JSONValue.object([("text", .string("x"))])]), .missingField),
+        RuleCase(
+            "content without a type", baseTeam,
+            Msg.send("a", "m1", ["content": JSONValue.object([("text", .string("x"))])]), .missingField),
         RuleCase("content not an object", baseTeam, Msg.send("a", "m1", ["content": "hi"]), .badField),
         RuleCase("missing content", baseTeam, Msg.send("a", "m1", ["content": JSONValue.null]), .missingField),
-        RuleCase("missing messageId", baseTeam, op("message.send", "a", ["to": Msg.team(), "content": Msg.content("text")]), .missingField),
+        RuleCase(
+            "missing messageId", baseTeam, op("message.send", "a", ["to": Msg.team(), "content": Msg.content("text")]),
+            .missingField),
         RuleCase("empty messageId", baseTeam, Msg.send("a", ""), .badId),
-        RuleCase("missing to", baseTeam, op("message.send", "a", ["messageId": "m1", "content": Msg.content("text")]), .missingField),
+        RuleCase(
+            "missing to", baseTeam, op("message.send", "a", ["messageId": "m1", "content": Msg.content("text")]),
+            .missingField),
         RuleCase("unknown conversation type", baseTeam, Msg.send("a", "m1", to: Msg.conv("group", "t1")), .badField),
         RuleCase("directed to members", baseTeam, Msg.send("a", "m1", ["directedUserIds": ["b", "own"]]), nil),
         RuleCase("directed to the sender alone", baseTeam, Msg.send("a", "m1", ["directedUserIds": ["a"]]), nil),
-        RuleCase("directed to a non-member", baseTeam, Msg.send("a", "m1", ["directedUserIds": ["b", "zz"]]), .notMember),
+        RuleCase(
+            "directed to a non-member", baseTeam, Msg.send("a", "m1", ["directedUserIds": ["b", "zz"]]), .notMember),
         RuleCase("directed to a former member", left, Msg.send("a", "m1", ["directedUserIds": ["b"]]), .notMember),
         RuleCase("directed to nobody", baseTeam, Msg.send("a", "m1", ["directedUserIds": [String]()]), .badField),
-        RuleCase("isCounted without isPersisted", baseTeam, Msg.send("a", "m1", ["isCounted": true, "isPersisted": false]), .badField),
+        RuleCase(
+            "isCounted without isPersisted", baseTeam, Msg.send("a", "m1", ["isCounted": true, "isPersisted": false]),
+            .badField),
         RuleCase("isCounted omitted, isPersisted false", baseTeam, Msg.send("a", "m1", ["isPersisted": false]), nil),
-        RuleCase("isCounted false, isPersisted false", baseTeam, Msg.send("a", "m1", ["isCounted": false, "isPersisted": false]), nil),
+        RuleCase(
+            "isCounted false, isPersisted false", baseTeam,
+            Msg.send("a", "m1", ["isCounted": false, "isPersisted": false]), nil),
         RuleCase("isCounted false", baseTeam, Msg.send("a", "m1", ["isCounted": false]), nil),
         RuleCase("status message", baseTeam, Msg.send("a", "m1", ["isStatusMessage": true]), nil),
-        RuleCase("status message marked counted", baseTeam, Msg.send("a", "m1", ["isStatusMessage": true, "isCounted": true]), nil),
-        RuleCase("every flag at once", baseTeam, Msg.send("a", "m1", ["needReceipt": true, "disableNotification": true, "disableUpdateLastMessage": true, "mentions": ["b"], "metadata": ["k": "v"] as KeyValuePairs<String, Any>]), nil),
+        RuleCase(
+            "status message marked counted", baseTeam,
+            Msg.send("a", "m1", ["isStatusMessage": true, "isCounted": true]), nil),
+        RuleCase(
+            "every flag at once", baseTeam,
+            Msg.send(
+                "a", "m1",
+                [
+                    "needReceipt": true, "disableNotification": true, "disableUpdateLastMessage": true,
+                    "mentions": ["b"], "metadata": ["k": "v"] as KeyValuePairs<String, Any>,
+                ]), nil),
         RuleCase("mentions of a non-member are ignored", baseTeam, Msg.send("a", "m1", ["mentions": ["zz"]]), nil),
-        RuleCase("metadata with a non-string value", baseTeam, Msg.send("a", "m1", ["metadata": ["k": 1] as KeyValuePairs<String, Any>]), .badField),
+        RuleCase(
+            "metadata with a non-string value", baseTeam,
+            Msg.send("a", "m1", ["metadata": ["k": 1] as KeyValuePairs<String, Any>]), .badField),
         RuleCase("flag that is not a bool", baseTeam, Msg.send("a", "m1", ["needReceipt": "yes"]), .badField),
         RuleCase("reused messageId", sent, Msg.send("b", "m1"), .duplicateMessageId),
-        RuleCase("reused messageId is checked first", sent, Msg.send("zz", "m1", to: Msg.team("nope")), .duplicateMessageId),
-        RuleCase("reused id of an unstored message", baseTeam + [Msg.send("a", "u1", ["isPersisted": false])], Msg.send("a", "u1"), .duplicateMessageId),
-        RuleCase("reused id of a status message", baseTeam + [Msg.send("a", "s1", ["isStatusMessage": true])], Msg.send("a", "s1"), .duplicateMessageId),
-        RuleCase("reused id of a p2p message", baseTeam + [Msg.send("a", "p1", to: Msg.p2p("b"))], Msg.send("a", "p1"), .duplicateMessageId),
+        RuleCase(
+            "reused messageId is checked first", sent, Msg.send("zz", "m1", to: Msg.team("nope")), .duplicateMessageId),
+        RuleCase(
+            "reused id of an unstored message", baseTeam + [Msg.send("a", "u1", ["isPersisted": false])],
+            Msg.send("a", "u1"), .duplicateMessageId),
+        RuleCase(
+            "reused id of a status message", baseTeam + [Msg.send("a", "s1", ["isStatusMessage": true])],
+            Msg.send("a", "s1"), .duplicateMessageId),
+        RuleCase(
+            "reused id of a p2p message", baseTeam + [Msg.send("a", "p1", to: Msg.p2p("b"))], Msg.send("a", "p1"),
+            .duplicateMessageId),
         RuleCase("tip id", baseTeam, Msg.send("a", "tip-1"), .badId),
         RuleCase("second tip id", baseTeam, Msg.send("a", "tip-12.1"), .badId),
         RuleCase("unused tip id", baseTeam, Msg.send("a", "tip-999"), .badId),
@@ -145,12 +195,21 @@ struct WorldSnapshot: Equatable {
     static let p2p: [RuleCase] = [
         RuleCase("p2p message", [], Msg.send("a", "m1", to: Msg.p2p("b")), nil),
         RuleCase("p2p to oneself", [], Msg.send("a", "m1", to: Msg.p2p("a")), .badField),
-        RuleCase("p2p directed to the peer", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["b"]]), nil),
-        RuleCase("p2p directed to the sender", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["a"]]), nil),
-        RuleCase("p2p directed to both", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["a", "b"]]), nil),
-        RuleCase("p2p directed to a third user", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["b", "c"]]), .notMember),
-        RuleCase("p2p with a notification content", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["content": Msg.content("notification")]), .notPermitted),
-        RuleCase("p2p counted but not persisted", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["isCounted": true, "isPersisted": false]), .badField),
+        RuleCase(
+            "p2p directed to the peer", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["b"]]), nil),
+        RuleCase(
+            "p2p directed to the sender", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["a"]]), nil),
+        RuleCase(
+            "p2p directed to both", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["a", "b"]]), nil),
+        RuleCase(
+            "p2p directed to a third user", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["directedUserIds": ["b", "c"]]),
+            .notMember),
+        RuleCase(
+            "p2p with a notification content", [],
+            Msg.send("a", "m1", to: Msg.p2p("b"), ["content": Msg.content("notification")]), .notPermitted),
+        RuleCase(
+            "p2p counted but not persisted", [],
+            Msg.send("a", "m1", to: Msg.p2p("b"), ["isCounted": true, "isPersisted": false]), .badField),
         RuleCase("p2p reusing a team message id", sent, Msg.send("a", "m1", to: Msg.p2p("b")), .duplicateMessageId),
         RuleCase("p2p with a tip id", [], Msg.send("a", "tip-3", to: Msg.p2p("b")), .badId),
         RuleCase("p2p status message", [], Msg.send("a", "m1", to: Msg.p2p("b"), ["isStatusMessage": true]), nil),
@@ -168,35 +227,41 @@ struct WorldSnapshot: Equatable {
         RuleCase("read a team as a superTeam", sent, Msg.read("b", to: Msg.superTeam("t1")), .noSuchTeam),
         RuleCase("read a superTeam", withSuperTeam, Msg.read("a", to: Msg.superTeam("s1")), nil),
         RuleCase("read a dismissed team", dismissed, Msg.read("a"), .dismissed),
-        RuleCase("read a p2p conversation", [Msg.send("a", "m1", to: Msg.p2p("b"))], Msg.read("b", to: Msg.p2p("a")), nil),
+        RuleCase(
+            "read a p2p conversation", [Msg.send("a", "m1", to: Msg.p2p("b"))], Msg.read("b", to: Msg.p2p("a")), nil),
         RuleCase("read an empty p2p conversation", [], Msg.read("b", to: Msg.p2p("a")), nil),
         RuleCase("read a p2p conversation with oneself", [], Msg.read("b", to: Msg.p2p("b")), .badField),
         RuleCase("negative upTo", sent, Msg.read("b", upTo: -1), .badField),
-        RuleCase("fractional upTo", sent, op("message.read", "b", ["to": Msg.team(), "upTo": JSONValue.double(1.5)]), .badField),
+        RuleCase(
+            "fractional upTo", sent, op("message.read", "b", ["to": Msg.team(), "upTo": JSONValue.double(1.5)]),
+            .badField),
         RuleCase("string upTo", sent, op("message.read", "b", ["to": Msg.team(), "upTo": "3"]), .badField),
         RuleCase("read without to", sent, op("message.read", "b"), .missingField),
     ]
 
     /// Messages in `t1` from `a`: `m1` needs receipts, `m2` does not, `m3` needs receipts and is directed to `b`;
     /// `p1` a p2p message needing receipts, `np` unpersisted, `sm` a status message, `x2` in team `t2`.
-    static let receiptSetup = baseTeam + [
-        op("team.create", "own", ["team": "t2", "members": ["a", "b"]]),
-        Msg.send("a", "m1", ["needReceipt": true]),
-        Msg.send("a", "m2"),
-        Msg.send("a", "m3", ["needReceipt": true, "directedUserIds": ["b"]]),
-        Msg.send("a", "p1", to: Msg.p2p("b"), ["needReceipt": true]),
-        Msg.send("a", "np", ["needReceipt": true, "isPersisted": false]),
-        Msg.send("a", "sm", ["needReceipt": true, "isStatusMessage": true]),
-        Msg.send("a", "x2", to: Msg.team("t2"), ["needReceipt": true]),
-        op("team.invite", "own", ["team": "t1", "targets": ["late"]]),
-    ]
+    static let receiptSetup =
+        baseTeam + [
+            op("team.create", "own", ["team": "t2", "members": ["a", "b"]]),
+            Msg.send("a", "m1", ["needReceipt": true]),
+            Msg.send("a", "m2"),
+            Msg.send("a", "m3", ["needReceipt": true, "directedUserIds": ["b"]]),
+            Msg.send("a", "p1", to: Msg.p2p("b"), ["needReceipt": true]),
+            Msg.send("a", "np", ["needReceipt": true, "isPersisted": false]),
+            Msg.send("a", "sm", ["needReceipt": true, "isStatusMessage": true]),
+            Msg.send("a", "x2", to: Msg.team("t2"), ["needReceipt": true]),
+            op("team.invite", "own", ["team": "t1", "targets": ["late"]]),
+        ]
 
     static let receipt: [RuleCase] = [
         RuleCase("receiver sends a receipt", receiptSetup, Msg.receipt("b", ["m1"]), nil),
         RuleCase("owner and manager receive too", receiptSetup, Msg.receipt("mgr", ["m1"]), nil),
         RuleCase("directed receiver", receiptSetup, Msg.receipt("b", ["m3", "m1"]), nil),
         RuleCase("repeated receipt", receiptSetup + [Msg.receipt("b", ["m1"])], Msg.receipt("b", ["m1"]), nil),
-        RuleCase("receiver who left since", receiptSetup + [op("team.leave", "b", ["team": "t1"])], Msg.receipt("b", ["m1"]), nil),
+        RuleCase(
+            "receiver who left since", receiptSetup + [op("team.leave", "b", ["team": "t1"])], Msg.receipt("b", ["m1"]),
+            nil),
         RuleCase("the sender", receiptSetup, Msg.receipt("a", ["m1"]), .notPermitted),
         RuleCase("message without needReceipt", receiptSetup, Msg.receipt("b", ["m2"]), .notPermitted),
         RuleCase("member outside the directed set", receiptSetup, Msg.receipt("mgr", ["m3"]), .notPermitted),
@@ -205,31 +270,38 @@ struct WorldSnapshot: Equatable {
         RuleCase("a tip", receiptSetup, Msg.receipt("a", ["tip-1"]), .notPermitted),
         RuleCase("unknown message", receiptSetup, Msg.receipt("b", ["nope"]), .noSuchMessage),
         RuleCase("message of another team", receiptSetup, Msg.receipt("b", ["x2"]), .noSuchMessage),
-        RuleCase("the other team's message in its own team", receiptSetup, Msg.receipt("b", ["x2"], to: Msg.team("t2")), nil),
+        RuleCase(
+            "the other team's message in its own team", receiptSetup, Msg.receipt("b", ["x2"], to: Msg.team("t2")), nil),
         RuleCase("p2p message named in a team", receiptSetup, Msg.receipt("b", ["p1"]), .noSuchMessage),
         RuleCase("p2p conversation", receiptSetup, Msg.receipt("b", ["p1"], to: Msg.p2p("a")), .badField),
         RuleCase("unpersisted message", receiptSetup, Msg.receipt("b", ["np"]), .noSuchMessage),
         RuleCase("status message", receiptSetup, Msg.receipt("b", ["sm"]), .noSuchMessage),
         RuleCase("one bad id rejects the whole op", receiptSetup, Msg.receipt("b", ["m1", "m2"]), .notPermitted),
-        RuleCase("one unknown id rejects the whole op", receiptSetup, Msg.receipt("b", ["m1", "nope"]), .noSuchMessage),
+        RuleCase(
+            "one unknown id rejects the whole op", receiptSetup, Msg.receipt("b", ["m1", "nope"]), .noSuchMessage),
         RuleCase("unknown team", receiptSetup, Msg.receipt("b", ["m1"], to: Msg.team("nope")), .noSuchTeam),
-        RuleCase("dismissed team", receiptSetup + [op("team.dismiss", "own", ["team": "t1"])], Msg.receipt("b", ["m1"]), .dismissed),
+        RuleCase(
+            "dismissed team", receiptSetup + [op("team.dismiss", "own", ["team": "t1"])], Msg.receipt("b", ["m1"]),
+            .dismissed),
         RuleCase("no message ids", receiptSetup, Msg.receipt("b", []), .badField),
         RuleCase("missing message ids", receiptSetup, op("message.receipt", "b", ["to": Msg.team()]), .missingField),
     ]
 
-    static let modifySetup = baseTeam + [
-        Msg.send("a", "m1"),
-        Msg.send("a", "np", ["isPersisted": false]),
-        Msg.send("a", "sm", ["isStatusMessage": true]),
-        Msg.send("a", "p1", to: Msg.p2p("b")),
-    ]
+    static let modifySetup =
+        baseTeam + [
+            Msg.send("a", "m1"),
+            Msg.send("a", "np", ["isPersisted": false]),
+            Msg.send("a", "sm", ["isStatusMessage": true]),
+            Msg.send("a", "p1", to: Msg.p2p("b")),
+        ]
 
     static let modify: [RuleCase] = [
         RuleCase("sender modifies", modifySetup, Msg.modify("a", "m1"), nil),
         RuleCase("sender modifies twice", modifySetup + [Msg.modify("a", "m1")], Msg.modify("a", "m1"), nil),
         RuleCase("sender modifies a p2p message", modifySetup, Msg.modify("a", "p1"), nil),
-        RuleCase("sender modifies after leaving", modifySetup + [op("team.leave", "a", ["team": "t1"])], Msg.modify("a", "m1"), nil),
+        RuleCase(
+            "sender modifies after leaving", modifySetup + [op("team.leave", "a", ["team": "t1"])],
+            Msg.modify("a", "m1"), nil),
         RuleCase("another member modifies", modifySetup, Msg.modify("b", "m1"), .notPermitted),
         RuleCase("the owner modifies a member's message", modifySetup, Msg.modify("own", "m1"), .notPermitted),
         RuleCase("the p2p peer modifies", modifySetup, Msg.modify("b", "p1"), .notPermitted),
@@ -268,10 +340,11 @@ struct WorldSnapshot: Equatable {
     @Test(arguments: clients) func clientLoginLogout(_ c: RuleCase) { check(c) }
 
     /// Ids of the reserved form `tip-<digits>[.<digits>]` are `badId`; anything else is a client's to use.
-    @Test(arguments: [
-        ("tip-1", true), ("tip-0", true), ("tip-12.1", true), ("tip-99999999999999999999", true),
-        ("tip-", false), ("tip-a", false), ("tip-1a", false), ("tip1", false), ("xtip-1", false), ("TIP-1", false),
-    ] as [(String, Bool)])
+    @Test(
+        arguments: [
+            ("tip-1", true), ("tip-0", true), ("tip-12.1", true), ("tip-99999999999999999999", true),
+            ("tip-", false), ("tip-a", false), ("tip-1a", false), ("tip1", false), ("xtip-1", false), ("TIP-1", false),
+        ] as [(String, Bool)])
     func reservedTipIds(_ id: String, _ reserved: Bool) { checkTipId(id, reserved) }
 
     /// Dots that do not make `tip-<digits>.<digits>` are not the reserved form either (the brief's
@@ -293,7 +366,9 @@ struct WorldSnapshot: Equatable {
         m.setup(baseTeam + [Msg.send("a", "m1", ["needReceipt": true]), Msg.send("b", "m2", ["ts": 2_000])])
         let before = WorldSnapshot(m.world)
         let unreadBefore = ["own", "mgr", "a", "b"].map { m.world.unread($0, ConvKey(team: "t1", kind: .team)) }
-        #expect(m.run(op("message.modify", "a", ["messageId": "m1", "content": Msg.content("image", "new"), "ts": 7_000])) == nil)
+        #expect(
+            m.run(op("message.modify", "a", ["messageId": "m1", "content": Msg.content("image", "new"), "ts": 7_000]))
+                == nil)
         #expect(m.deliveries.isEmpty, "modify produces no delivery")
         #expect(m.outputs.isEmpty, "modify produces no output at all")
         let msg = try #require(m.world.messages["m1"])

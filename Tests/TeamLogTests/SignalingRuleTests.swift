@@ -1,6 +1,6 @@
-import Testing
 import TeamLog
 import TestSupport
+import Testing
 
 /// Op lines for the signaling ops of SPEC §1.3; `nil` fields are left out.
 private enum Sig {
@@ -10,27 +10,44 @@ private enum Sig {
         return JSONValue.object(pairs).jsonString
     }
 
-    static func create(_ actor: String = "own", _ channel: String = "c1", kind: String? = nil, ext: String? = nil) -> String {
+    static func create(_ actor: String = "own", _ channel: String = "c1", kind: String? = nil, ext: String? = nil)
+        -> String
+    {
         line("channel.create", actor, [("channel", channel), ("kind", kind), ("ext", ext)])
     }
     static func join(_ actor: String, _ channel: String = "c1", device: String? = nil, ts: Int? = nil) -> String {
         line("channel.join", actor, [("channel", channel), ("device", device), ("ts", ts)])
     }
-    static func invite(_ actor: String, _ target: String, _ requestId: String = "r1", channel: String = "c1",
-                       offline: Bool? = nil, pushText: String? = nil, device: String? = nil) -> String {
-        line("channel.invite", actor, [("channel", channel), ("target", target), ("requestId", requestId),
-                                       ("offline", offline), ("pushText", pushText), ("device", device)])
+    static func invite(
+        _ actor: String, _ target: String, _ requestId: String = "r1", channel: String = "c1",
+        offline: Bool? = nil, pushText: String? = nil, device: String? = nil
+    ) -> String {
+        line(
+            "channel.invite", actor,
+            [
+                ("channel", channel), ("target", target), ("requestId", requestId),
+                ("offline", offline), ("pushText", pushText), ("device", device),
+            ])
     }
-    static func cancel(_ actor: String, _ target: String, _ requestId: String = "r1", channel: String = "c1") -> String {
+    static func cancel(_ actor: String, _ target: String, _ requestId: String = "r1", channel: String = "c1") -> String
+    {
         line("channel.cancelInvite", actor, [("channel", channel), ("target", target), ("requestId", requestId)])
     }
-    static func reject(_ actor: String, _ inviter: String, _ requestId: String = "r1", channel: String = "c1",
-                       device: String? = nil) -> String {
-        line("channel.reject", actor, [("channel", channel), ("inviter", inviter), ("requestId", requestId), ("device", device)])
+    static func reject(
+        _ actor: String, _ inviter: String, _ requestId: String = "r1", channel: String = "c1",
+        device: String? = nil
+    ) -> String {
+        line(
+            "channel.reject", actor,
+            [("channel", channel), ("inviter", inviter), ("requestId", requestId), ("device", device)])
     }
-    static func accept(_ actor: String, _ inviter: String, _ requestId: String = "r1", channel: String = "c1",
-                       device: String? = nil) -> String {
-        line("channel.accept", actor, [("channel", channel), ("inviter", inviter), ("requestId", requestId), ("device", device)])
+    static func accept(
+        _ actor: String, _ inviter: String, _ requestId: String = "r1", channel: String = "c1",
+        device: String? = nil
+    ) -> String {
+        line(
+            "channel.accept", actor,
+            [("channel", channel), ("inviter", inviter), ("requestId", requestId), ("device", device)])
     }
     static func leave(_ actor: String, _ channel: String = "c1", ts: Int? = nil) -> String {
         line("channel.leave", actor, [("channel", channel), ("ts", ts)])
@@ -38,8 +55,10 @@ private enum Sig {
     static func close(_ actor: String, _ channel: String = "c1") -> String {
         line("channel.close", actor, [("channel", channel)])
     }
-    static func control(_ actor: String, _ target: String? = nil, channel: String = "c1", data: String? = "x",
-                        ts: Int? = nil) -> String {
+    static func control(
+        _ actor: String, _ target: String? = nil, channel: String = "c1", data: String? = "x",
+        ts: Int? = nil
+    ) -> String {
         line("channel.control", actor, [("channel", channel), ("target", target), ("data", data), ("ts", ts)])
     }
     static func login(_ user: String, _ device: String, ts: Int? = nil) -> String {
@@ -85,8 +104,10 @@ struct ExpectedSignal: Equatable, CustomStringConvertible {
     var from: String
     var requestId: String?
 
-    init(_ event: SignalEvent, to: String, _ devices: [String] = [], stored: Bool = false, sync: Bool = false,
-         from: String, _ requestId: String? = nil) {
+    init(
+        _ event: SignalEvent, to: String, _ devices: [String] = [], stored: Bool = false, sync: Bool = false,
+        from: String, _ requestId: String? = nil
+    ) {
         self.event = event
         self.to = to
         self.devices = devices
@@ -165,7 +186,9 @@ extension ExpectedSignal: Sendable {}
 
     static let invite: [RuleCase] = [
         RuleCase("a member invites", members, Sig.invite("a", "x"), nil),
-        RuleCase("a member invites with offline and pushText", members, Sig.invite("a", "x", offline: true, pushText: "call"), nil),
+        RuleCase(
+            "a member invites with offline and pushText", members,
+            Sig.invite("a", "x", offline: true, pushText: "call"), nil),
         RuleCase("the creator (not a member) invites", members, Sig.invite("own", "x"), .notMember),
         RuleCase("a stranger invites", members, Sig.invite("z", "x"), .notMember),
         RuleCase("invite a member", members, Sig.invite("a", "b"), .alreadyMember),
@@ -173,9 +196,15 @@ extension ExpectedSignal: Sendable {}
         RuleCase("invite to an unknown channel", members, Sig.invite("a", "x", channel: "nope"), .noSuchChannel),
         RuleCase("invite to a closed channel", closed, Sig.invite("a", "x"), .closed),
         RuleCase("a stranger invites to a closed channel", closed, Sig.invite("z", "x"), .closed),
-        RuleCase("invite without target", members, op("channel.invite", "a", ["channel": "c1", "requestId": "r1"]), .missingField),
-        RuleCase("invite without requestId", members, op("channel.invite", "a", ["channel": "c1", "target": "x"]), .missingField),
-        RuleCase("invite with a non-bool offline", members, op("channel.invite", "a", ["channel": "c1", "target": "x", "requestId": "r1", "offline": "yes"]), .badField),
+        RuleCase(
+            "invite without target", members, op("channel.invite", "a", ["channel": "c1", "requestId": "r1"]),
+            .missingField),
+        RuleCase(
+            "invite without requestId", members, op("channel.invite", "a", ["channel": "c1", "target": "x"]),
+            .missingField),
+        RuleCase(
+            "invite with a non-bool offline", members,
+            op("channel.invite", "a", ["channel": "c1", "target": "x", "requestId": "r1", "offline": "yes"]), .badField),
     ]
 
     static let cancelInvite: [RuleCase] = [
@@ -184,10 +213,13 @@ extension ExpectedSignal: Sendable {}
         RuleCase("another member cancels", invited, Sig.cancel("b", "x"), .noInvitation),
         RuleCase("cancel for another target", invited, Sig.cancel("a", "y"), .noInvitation),
         RuleCase("cancel twice", invited + [Sig.cancel("a", "x")], Sig.cancel("a", "x"), .noInvitation),
-        RuleCase("cancel after the target rejected", invited + [Sig.reject("x", "a")], Sig.cancel("a", "x"), .noInvitation),
+        RuleCase(
+            "cancel after the target rejected", invited + [Sig.reject("x", "a")], Sig.cancel("a", "x"), .noInvitation),
         RuleCase("cancel on an unknown channel", invited, Sig.cancel("a", "x", channel: "nope"), .noSuchChannel),
         RuleCase("cancel on a closed channel", invited + [Sig.close("b")], Sig.cancel("a", "x"), .closed),
-        RuleCase("cancel without requestId", invited, op("channel.cancelInvite", "a", ["channel": "c1", "target": "x"]), .missingField),
+        RuleCase(
+            "cancel without requestId", invited, op("channel.cancelInvite", "a", ["channel": "c1", "target": "x"]),
+            .missingField),
     ]
 
     static let reject: [RuleCase] = [
@@ -196,10 +228,13 @@ extension ExpectedSignal: Sendable {}
         RuleCase("reject with the wrong requestId", invited, Sig.reject("x", "a", "r2"), .noInvitation),
         RuleCase("someone else rejects", invited, Sig.reject("y", "a"), .noInvitation),
         RuleCase("reject twice", invited + [Sig.reject("x", "a")], Sig.reject("x", "a"), .noInvitation),
-        RuleCase("reject a cancelled invitation", invited + [Sig.cancel("a", "x")], Sig.reject("x", "a"), .noInvitation),
+        RuleCase(
+            "reject a cancelled invitation", invited + [Sig.cancel("a", "x")], Sig.reject("x", "a"), .noInvitation),
         RuleCase("reject on an unknown channel", invited, Sig.reject("x", "a", channel: "nope"), .noSuchChannel),
         RuleCase("reject on a closed channel", invited + [Sig.close("a")], Sig.reject("x", "a"), .closed),
-        RuleCase("reject without inviter", invited, op("channel.reject", "x", ["channel": "c1", "requestId": "r1"]), .missingField),
+        RuleCase(
+            "reject without inviter", invited, op("channel.reject", "x", ["channel": "c1", "requestId": "r1"]),
+            .missingField),
     ]
 
     static let accept: [RuleCase] = [
@@ -210,10 +245,13 @@ extension ExpectedSignal: Sendable {}
         RuleCase("someone else accepts", invited, Sig.accept("y", "a"), .noInvitation),
         RuleCase("accept twice", invited + [Sig.accept("x", "a")], Sig.accept("x", "a"), .noInvitation),
         RuleCase("accept after rejecting", invited + [Sig.reject("x", "a")], Sig.accept("x", "a"), .noInvitation),
-        RuleCase("accept a cancelled invitation", invited + [Sig.cancel("a", "x")], Sig.accept("x", "a"), .noInvitation),
+        RuleCase(
+            "accept a cancelled invitation", invited + [Sig.cancel("a", "x")], Sig.accept("x", "a"), .noInvitation),
         RuleCase("accept on an unknown channel", invited, Sig.accept("x", "a", channel: "nope"), .noSuchChannel),
         RuleCase("accept on a closed channel", invited + [Sig.close("b")], Sig.accept("x", "a"), .closed),
-        RuleCase("accept without requestId", invited, op("channel.accept", "x", ["channel": "c1", "inviter": "a"]), .missingField),
+        RuleCase(
+            "accept without requestId", invited, op("channel.accept", "x", ["channel": "c1", "inviter": "a"]),
+            .missingField),
     ]
 
     static let leaveCloseControl: [RuleCase] = [
@@ -284,7 +322,10 @@ extension ExpectedSignal: Sendable {}
 
     @Test func createRecordsKindAndTheCreatorIsNotAMember() throws {
         var m = Machine()
-        m.setup([Sig.create("own", "c1"), Sig.create("own", "c2", kind: "video", ext: "e"), Sig.create("own", "c3", kind: "custom")])
+        m.setup([
+            Sig.create("own", "c1"), Sig.create("own", "c2", kind: "video", ext: "e"),
+            Sig.create("own", "c3", kind: "custom"),
+        ])
         let c1 = try #require(m.world.channels["c1"])
         #expect(c1.kind == .audio, "kind defaults to audio")
         #expect(c1.memberIds.isEmpty, "the creator is not yet a member")
@@ -298,14 +339,24 @@ extension ExpectedSignal: Sendable {}
     @Test func invitesArePendingUntilAnswered() throws {
         var m = Machine()
         m.setup(Self.members + [Sig.invite("a", "x", "r1"), Sig.invite("b", "x", "r2"), Sig.invite("a", "y", "r3")])
-        #expect(m.world.channels["c1"]!.invites.map { [$0.target, $0.inviter, $0.requestId] } == [
-            ["x", "a", "r1"], ["x", "b", "r2"], ["y", "a", "r3"],
-        ])
+        #expect(
+            m.world.channels["c1"]!.invites.map { [$0.target, $0.inviter, $0.requestId] } == [
+                ["x", "a", "r1"], ["x", "b", "r2"], ["y", "a", "r3"],
+            ])
         m.setup([Sig.reject("x", "b", "r2"), Sig.cancel("a", "y", "r3")])
         #expect(m.world.channels["c1"]!.invites.map(\.requestId) == ["r1"])
         m.setup([Sig.accept("x", "a", "r1")])
         #expect(m.world.channels["c1"]!.invites.isEmpty)
         #expect(m.world.channels["c1"]!.memberIds == ["a", "b", "x"])
+    }
+
+    /// An invitee who joins on their own and then accepts stays a member once; the invitation is used up.
+    @Test func acceptAfterJoiningKeepsOneMembership() throws {
+        var m = Machine()
+        m.setup(Self.invited + [Sig.join("x")])
+        #expect(m.run(Sig.accept("x", "a")) == nil)
+        #expect(m.world.channels["c1"]!.memberIds == ["a", "b", "x"])
+        #expect(m.world.channels["c1"]!.invites.isEmpty)
     }
 
     @Test func closeKeepsTheChannelAndItsMembers() throws {
@@ -321,87 +372,125 @@ extension ExpectedSignal: Sendable {}
     static let online = Self.members + Self.abOnline
 
     static let deliveries: [SignalCase] = [
-        SignalCase("invite to an online target goes to all its devices, not stored",
-                   online + xTwoDevices, Sig.invite("a", "x", offline: true),
-                   [ExpectedSignal(.invite, to: "x", ["phone", "tablet"], from: "a", "r1")]),
-        SignalCase("invite to an offline target with offline:true is stored",
-                   online, Sig.invite("a", "x", offline: true, pushText: "call"),
-                   [ExpectedSignal(.invite, to: "x", stored: true, from: "a", "r1")]),
-        SignalCase("invite to an offline target with offline:false is not stored",
-                   online, Sig.invite("a", "x", offline: false),
-                   [ExpectedSignal(.invite, to: "x", from: "a", "r1")]),
-        SignalCase("invite without the offline switch is not stored",
-                   online, Sig.invite("a", "x"),
-                   [ExpectedSignal(.invite, to: "x", from: "a", "r1")]),
-        SignalCase("invite to a target whose devices all logged out is stored",
-                   online + xTwoDevices + [Sig.logout("x", "phone"), Sig.logout("x", "tablet")],
-                   Sig.invite("a", "x", offline: true),
-                   [ExpectedSignal(.invite, to: "x", stored: true, from: "a", "r1")]),
-        SignalCase("invite to a target with one device left goes to that device",
-                   online + xTwoDevices + [Sig.logout("x", "phone")], Sig.invite("a", "x", offline: true),
-                   [ExpectedSignal(.invite, to: "x", ["tablet"], from: "a", "r1")]),
-        SignalCase("cancel for an offline target of an offline:true invite is stored",
-                   online + [Sig.invite("a", "x", offline: true)], Sig.cancel("a", "x"),
-                   [ExpectedSignal(.cancelInvite, to: "x", stored: true, from: "a", "r1")]),
-        SignalCase("cancel for an offline target of an offline:false invite is not stored",
-                   online + [Sig.invite("a", "x", offline: false)], Sig.cancel("a", "x"),
-                   [ExpectedSignal(.cancelInvite, to: "x", from: "a", "r1")]),
-        SignalCase("cancel for an online target goes to its devices",
-                   online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.cancel("a", "x"),
-                   [ExpectedSignal(.cancelInvite, to: "x", ["phone", "tablet"], from: "a", "r1")]),
-        SignalCase("reject: to the inviter, and a sync to the actor's other device",
-                   online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.reject("x", "a", device: "phone"),
-                   [ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1"),
-                    ExpectedSignal(.reject, to: "x", ["tablet"], sync: true, from: "x", "r1")]),
-        SignalCase("reject from the tablet syncs the phone",
-                   online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.reject("x", "a", device: "tablet"),
-                   [ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1"),
-                    ExpectedSignal(.reject, to: "x", ["phone"], sync: true, from: "x", "r1")]),
-        SignalCase("reject with one device online: no sync",
-                   online + [Sig.invite("a", "x", offline: true), Sig.login("x", "phone")], Sig.reject("x", "a", device: "phone"),
-                   [ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1")]),
-        SignalCase("reject while offline: no sync, the inviter offline gets it unstored",
-                   members + [Sig.invite("a", "x", offline: true)], Sig.reject("x", "a"),
-                   [ExpectedSignal(.reject, to: "a", from: "x", "r1")]),
-        SignalCase("reject from three devices syncs the other two",
-                   online + [Sig.invite("a", "x")] + xTwoDevices + [Sig.login("x", "pc")], Sig.reject("x", "a", device: "pc"),
-                   [ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1"),
-                    ExpectedSignal(.reject, to: "x", ["phone", "tablet"], sync: true, from: "x", "r1")]),
-        SignalCase("accept: to the inviter, join to the members, sync to the actor's other device",
-                   online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.accept("x", "a", device: "phone"),
-                   [ExpectedSignal(.accept, to: "a", ["ad"], from: "x", "r1"),
-                    ExpectedSignal(.join, to: "a", ["ad"], from: "x"),
-                    ExpectedSignal(.join, to: "b", ["bd"], from: "x"),
-                    ExpectedSignal(.accept, to: "x", ["tablet"], sync: true, from: "x", "r1")]),
-        SignalCase("accept with one device online: no sync",
-                   online + [Sig.invite("a", "x"), Sig.login("x", "phone")], Sig.accept("x", "a", device: "phone"),
-                   [ExpectedSignal(.accept, to: "a", ["ad"], from: "x", "r1"),
-                    ExpectedSignal(.join, to: "a", ["ad"], from: "x"),
-                    ExpectedSignal(.join, to: "b", ["bd"], from: "x")]),
-        SignalCase("accept of an inviter who has left: accept still goes to the inviter, join to who remains",
-                   online + [Sig.invite("a", "x"), Sig.leave("a")], Sig.accept("x", "a"),
-                   [ExpectedSignal(.accept, to: "a", ["ad"], from: "x", "r1"),
-                    ExpectedSignal(.join, to: "b", ["bd"], from: "x")]),
-        SignalCase("join goes to every other member, not to the joiner",
-                   online + [Sig.login("x", "phone")], Sig.join("x", device: "phone"),
-                   [ExpectedSignal(.join, to: "a", ["ad"], from: "x"), ExpectedSignal(.join, to: "b", ["bd"], from: "x")]),
+        SignalCase(
+            "invite to an online target goes to all its devices, not stored",
+            online + xTwoDevices, Sig.invite("a", "x", offline: true),
+            [ExpectedSignal(.invite, to: "x", ["phone", "tablet"], from: "a", "r1")]),
+        SignalCase(
+            "invite to an offline target with offline:true is stored",
+            online, Sig.invite("a", "x", offline: true, pushText: "call"),
+            [ExpectedSignal(.invite, to: "x", stored: true, from: "a", "r1")]),
+        SignalCase(
+            "invite to an offline target with offline:false is not stored",
+            online, Sig.invite("a", "x", offline: false),
+            [ExpectedSignal(.invite, to: "x", from: "a", "r1")]),
+        SignalCase(
+            "invite without the offline switch is not stored",
+            online, Sig.invite("a", "x"),
+            [ExpectedSignal(.invite, to: "x", from: "a", "r1")]),
+        SignalCase(
+            "invite to a target whose devices all logged out is stored",
+            online + xTwoDevices + [Sig.logout("x", "phone"), Sig.logout("x", "tablet")],
+            Sig.invite("a", "x", offline: true),
+            [ExpectedSignal(.invite, to: "x", stored: true, from: "a", "r1")]),
+        SignalCase(
+            "invite to a target with one device left goes to that device",
+            online + xTwoDevices + [Sig.logout("x", "phone")], Sig.invite("a", "x", offline: true),
+            [ExpectedSignal(.invite, to: "x", ["tablet"], from: "a", "r1")]),
+        SignalCase(
+            "cancel for an offline target of an offline:true invite is stored",
+            online + [Sig.invite("a", "x", offline: true)], Sig.cancel("a", "x"),
+            [ExpectedSignal(.cancelInvite, to: "x", stored: true, from: "a", "r1")]),
+        SignalCase(
+            "cancel for an offline target of an offline:false invite is not stored",
+            online + [Sig.invite("a", "x", offline: false)], Sig.cancel("a", "x"),
+            [ExpectedSignal(.cancelInvite, to: "x", from: "a", "r1")]),
+        SignalCase(
+            "cancel for an online target goes to its devices",
+            online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.cancel("a", "x"),
+            [ExpectedSignal(.cancelInvite, to: "x", ["phone", "tablet"], from: "a", "r1")]),
+        SignalCase(
+            "reject: to the inviter, and a sync to the actor's other device",
+            online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.reject("x", "a", device: "phone"),
+            [
+                ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1"),
+                ExpectedSignal(.reject, to: "x", ["tablet"], sync: true, from: "x", "r1"),
+            ]),
+        SignalCase(
+            "reject from the tablet syncs the phone",
+            online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.reject("x", "a", device: "tablet"),
+            [
+                ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1"),
+                ExpectedSignal(.reject, to: "x", ["phone"], sync: true, from: "x", "r1"),
+            ]),
+        SignalCase(
+            "reject with one device online: no sync",
+            online + [Sig.invite("a", "x", offline: true), Sig.login("x", "phone")],
+            Sig.reject("x", "a", device: "phone"),
+            [ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1")]),
+        SignalCase(
+            "reject while offline: no sync, the inviter offline gets it unstored",
+            members + [Sig.invite("a", "x", offline: true)], Sig.reject("x", "a"),
+            [ExpectedSignal(.reject, to: "a", from: "x", "r1")]),
+        SignalCase(
+            "reject from three devices syncs the other two",
+            online + [Sig.invite("a", "x")] + xTwoDevices + [Sig.login("x", "pc")], Sig.reject("x", "a", device: "pc"),
+            [
+                ExpectedSignal(.reject, to: "a", ["ad"], from: "x", "r1"),
+                ExpectedSignal(.reject, to: "x", ["phone", "tablet"], sync: true, from: "x", "r1"),
+            ]),
+        SignalCase(
+            "accept: to the inviter, join to the members, sync to the actor's other device",
+            online + [Sig.invite("a", "x", offline: true)] + xTwoDevices, Sig.accept("x", "a", device: "phone"),
+            [
+                ExpectedSignal(.accept, to: "a", ["ad"], from: "x", "r1"),
+                ExpectedSignal(.join, to: "a", ["ad"], from: "x"),
+                ExpectedSignal(.join, to: "b", ["bd"], from: "x"),
+                ExpectedSignal(.accept, to: "x", ["tablet"], sync: true, from: "x", "r1"),
+            ]),
+        SignalCase(
+            "accept with one device online: no sync",
+            online + [Sig.invite("a", "x"), Sig.login("x", "phone")], Sig.accept("x", "a", device: "phone"),
+            [
+                ExpectedSignal(.accept, to: "a", ["ad"], from: "x", "r1"),
+                ExpectedSignal(.join, to: "a", ["ad"], from: "x"),
+                ExpectedSignal(.join, to: "b", ["bd"], from: "x"),
+            ]),
+        SignalCase(
+            "accept of an inviter who has left: accept still goes to the inviter, join to who remains",
+            online + [Sig.invite("a", "x"), Sig.leave("a")], Sig.accept("x", "a"),
+            [
+                ExpectedSignal(.accept, to: "a", ["ad"], from: "x", "r1"),
+                ExpectedSignal(.join, to: "b", ["bd"], from: "x"),
+            ]),
+        SignalCase(
+            "join goes to every other member, not to the joiner",
+            online + [Sig.login("x", "phone")], Sig.join("x", device: "phone"),
+            [ExpectedSignal(.join, to: "a", ["ad"], from: "x"), ExpectedSignal(.join, to: "b", ["bd"], from: "x")]),
         SignalCase("the first joiner notifies nobody", [Sig.create()], Sig.join("a"), []),
-        SignalCase("join to offline members is not stored",
-                   members, Sig.join("x"),
-                   [ExpectedSignal(.join, to: "a", from: "x"), ExpectedSignal(.join, to: "b", from: "x")]),
-        SignalCase("leave goes to the remaining members",
-                   online + [Sig.join("x")], Sig.leave("a"),
-                   [ExpectedSignal(.leave, to: "b", ["bd"], from: "a"), ExpectedSignal(.leave, to: "x", from: "a")]),
-        SignalCase("close goes to every member, the closer included",
-                   online + [Sig.join("x")], Sig.close("b"),
-                   [ExpectedSignal(.close, to: "a", ["ad"], from: "b"), ExpectedSignal(.close, to: "b", ["bd"], from: "b"),
-                    ExpectedSignal(.close, to: "x", from: "b")]),
-        SignalCase("control with a target goes to the target only",
-                   online + [Sig.join("x")], Sig.control("a", "b"),
-                   [ExpectedSignal(.control, to: "b", ["bd"], from: "a")]),
-        SignalCase("control without a target goes to all other members",
-                   online + [Sig.join("x")], Sig.control("a"),
-                   [ExpectedSignal(.control, to: "b", ["bd"], from: "a"), ExpectedSignal(.control, to: "x", from: "a")]),
+        SignalCase(
+            "join to offline members is not stored",
+            members, Sig.join("x"),
+            [ExpectedSignal(.join, to: "a", from: "x"), ExpectedSignal(.join, to: "b", from: "x")]),
+        SignalCase(
+            "leave goes to the remaining members",
+            online + [Sig.join("x")], Sig.leave("a"),
+            [ExpectedSignal(.leave, to: "b", ["bd"], from: "a"), ExpectedSignal(.leave, to: "x", from: "a")]),
+        SignalCase(
+            "close goes to every member, the closer included",
+            online + [Sig.join("x")], Sig.close("b"),
+            [
+                ExpectedSignal(.close, to: "a", ["ad"], from: "b"), ExpectedSignal(.close, to: "b", ["bd"], from: "b"),
+                ExpectedSignal(.close, to: "x", from: "b"),
+            ]),
+        SignalCase(
+            "control with a target goes to the target only",
+            online + [Sig.join("x")], Sig.control("a", "b"),
+            [ExpectedSignal(.control, to: "b", ["bd"], from: "a")]),
+        SignalCase(
+            "control without a target goes to all other members",
+            online + [Sig.join("x")], Sig.control("a"),
+            [ExpectedSignal(.control, to: "b", ["bd"], from: "a"), ExpectedSignal(.control, to: "x", from: "a")]),
         SignalCase("control alone in a channel notifies nobody", [Sig.create(), Sig.join("a")], Sig.control("a"), []),
         SignalCase("login and logout notify nobody", online, Sig.logout("a", "ad"), []),
     ]
@@ -419,13 +508,14 @@ extension ExpectedSignal: Sendable {}
 
     @Test func storedQueueHoldsExactlyTheStoredSignals() throws {
         var m = Machine()
-        m.setup(Self.online + [
-            Sig.invite("a", "x", "r1", offline: true, pushText: "call me"),
-            Sig.invite("b", "x", "r2", offline: false),
-            Sig.cancel("a", "x", "r1"),
-            Sig.cancel("b", "x", "r2"),
-            Sig.invite("a", "x", "r3", offline: true),
-        ])
+        m.setup(
+            Self.online + [
+                Sig.invite("a", "x", "r1", offline: true, pushText: "call me"),
+                Sig.invite("b", "x", "r2", offline: false),
+                Sig.cancel("a", "x", "r1"),
+                Sig.cancel("b", "x", "r2"),
+                Sig.invite("a", "x", "r3", offline: true),
+            ])
         let queue = try #require(m.world.offlineQueues["x"])
         #expect(queue.map(\.event) == [.invite, .cancelInvite, .invite])
         #expect(queue.map(\.requestId) == ["r1", "r1", "r3"])
@@ -440,14 +530,15 @@ extension ExpectedSignal: Sendable {}
 
     @Test func loginDeliversTheQueueOnceAndTheOpenChannels() throws {
         var m = Machine()
-        m.setup(Self.online + [
-            Sig.create("own", "c2", kind: "video"), Sig.join("x", "c2"), Sig.join("a", "c2"),
-            Sig.create("own", "c0"), Sig.join("x", "c0"), Sig.join("a", "c0"), Sig.close("a", "c0"),
-            Sig.create("own", "c3"), Sig.join("x", "c3"), Sig.leave("x", "c3"),
-            Sig.invite("a", "x", "r1", offline: true, pushText: "call"),
-            Sig.invite("b", "x", "r2", offline: true),
-            Sig.cancel("b", "x", "r2"),
-        ])
+        m.setup(
+            Self.online + [
+                Sig.create("own", "c2", kind: "video"), Sig.join("x", "c2"), Sig.join("a", "c2"),
+                Sig.create("own", "c0"), Sig.join("x", "c0"), Sig.join("a", "c0"), Sig.close("a", "c0"),
+                Sig.create("own", "c3"), Sig.join("x", "c3"), Sig.leave("x", "c3"),
+                Sig.invite("a", "x", "r1", offline: true, pushText: "call"),
+                Sig.invite("b", "x", "r2", offline: true),
+                Sig.cancel("b", "x", "r2"),
+            ])
         #expect(m.run(Sig.login("x", "phone")) == nil)
         let login = try #require(m.emittedLogins.first)
         #expect(m.emittedLogins.count == 1)
@@ -460,7 +551,10 @@ extension ExpectedSignal: Sendable {}
         #expect(login.channels.first?.memberIds == ["x", "a"])
         #expect(m.world.offlineQueues["x"] == nil, "the queue is dropped once delivered")
 
-        #expect(Record.output(.login(login)).jsonLine == #"{"kind":"login","seq":\#(login.seq),"user":"x","device":"phone","offline":[{"seq":\#(login.offline[0].seq),"channel":"c1","event":"invite","from":"a","requestId":"r1","pushText":"call"},{"seq":\#(login.offline[1].seq),"channel":"c1","event":"invite","from":"b","requestId":"r2"},{"seq":\#(login.offline[2].seq),"channel":"c1","event":"cancelInvite","from":"b","requestId":"r2"}],"channels":[{"channel":"c2","kind":"video","members":["x","a"]}]}"#)
+        #expect(
+            Record.output(.login(login)).jsonLine
+                == #"{"kind":"login","seq":\#(login.seq),"user":"x","device":"phone","offline":[{"seq":\#(login.offline[0].seq),"channel":"c1","event":"invite","from":"a","requestId":"r1","pushText":"call"},{"seq":\#(login.offline[1].seq),"channel":"c1","event":"invite","from":"b","requestId":"r2"},{"seq":\#(login.offline[2].seq),"channel":"c1","event":"cancelInvite","from":"b","requestId":"r2"}],"channels":[{"channel":"c2","kind":"video","members":["x","a"]}]}"#
+        )
 
         #expect(m.run(Sig.login("x", "tablet")) == nil)
         #expect(m.emittedLogins.first?.offline == [], "a second login gets nothing")
@@ -476,8 +570,9 @@ extension ExpectedSignal: Sendable {}
         #expect(m.run(Sig.login("x", "phone")) == nil)
         let login = try #require(m.emittedLogins.first)
         #expect(login.offline.isEmpty && login.channels.isEmpty)
-        #expect(Record.output(.login(login)).jsonLine
-            == #"{"kind":"login","seq":1,"user":"x","device":"phone","offline":[],"channels":[]}"#)
+        #expect(
+            Record.output(.login(login)).jsonLine
+                == #"{"kind":"login","seq":1,"user":"x","device":"phone","offline":[],"channels":[]}"#)
     }
 
     @Test func loginListsChannelsInIdOrder() throws {
@@ -505,18 +600,24 @@ extension ExpectedSignal: Sendable {}
         m.setup(Self.online + [Sig.login("x", "phone")])
         #expect(m.run(Sig.invite("a", "y", "r9", offline: true, pushText: "p")) == nil)
         let invite = try #require(m.emittedSignals.first)
-        #expect(Record.output(.signal(invite)).jsonLine
-            == #"{"kind":"signal","seq":\#(invite.seq),"channel":"c1","event":"invite","to":"y","devices":[],"stored":true,"sync":false,"from":"a","requestId":"r9"}"#)
+        #expect(
+            Record.output(.signal(invite)).jsonLine
+                == #"{"kind":"signal","seq":\#(invite.seq),"channel":"c1","event":"invite","to":"y","devices":[],"stored":true,"sync":false,"from":"a","requestId":"r9"}"#
+        )
         #expect(m.run(Sig.control("a", "b")) == nil)
         let control = try #require(m.emittedSignals.first)
-        #expect(Record.output(.signal(control)).jsonLine
-            == #"{"kind":"signal","seq":\#(control.seq),"channel":"c1","event":"control","to":"b","devices":["bd"],"stored":false,"sync":false,"from":"a"}"#)
+        #expect(
+            Record.output(.signal(control)).jsonLine
+                == #"{"kind":"signal","seq":\#(control.seq),"channel":"c1","event":"control","to":"b","devices":["bd"],"stored":false,"sync":false,"from":"a"}"#
+        )
     }
 
     // MARK: Members sync
 
     /// `a` joins at 1 000 and is never online; `b` is online throughout.
-    static let syncBase = [Sig.login("b", "bd", ts: 1_000), Sig.create(), Sig.join("a", ts: 1_000), Sig.join("b", ts: 1_000)]
+    static let syncBase = [
+        Sig.login("b", "bd", ts: 1_000), Sig.create(), Sig.join("a", ts: 1_000), Sig.join("b", ts: 1_000),
+    ]
 
     @Test func membersSyncRemovesAtExactlyTheTimeout() throws {
         var m = Machine()
@@ -530,7 +631,10 @@ extension ExpectedSignal: Sendable {}
         #expect(sync == [ExpectedSignal(.membersSync, to: "b", ["bd"], from: "")])
         #expect(m.emittedSignals.first?.members == ["b"])
         let json = Record.output(.signal(try #require(m.emittedSignals.first))).jsonLine
-        #expect(json == #"{"kind":"signal","seq":\#(m.world.lastSeq),"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#)
+        #expect(
+            json
+                == #"{"kind":"signal","seq":\#(m.world.lastSeq),"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#
+        )
         #expect(m.run(Sig.tick(1_000_000)) == nil)
         #expect(m.outputs.isEmpty, "nothing more to sync")
         #expect(m.world.channels["c1"]!.memberIds == ["b"], "an online member is never removed")
@@ -538,9 +642,12 @@ extension ExpectedSignal: Sendable {}
 
     @Test func membersSyncCountsFromTheLastDeviceGoingOffline() throws {
         var m = Machine()
-        m.setup([Sig.login("b", "bd", ts: 1_000), Sig.create(), Sig.login("a", "p", ts: 1_000), Sig.login("a", "t", ts: 1_000),
-                 Sig.join("a", ts: 1_000), Sig.join("b", ts: 1_000),
-                 Sig.logout("a", "p", ts: 40_000), Sig.logout("a", "t", ts: 50_000)])
+        m.setup([
+            Sig.login("b", "bd", ts: 1_000), Sig.create(), Sig.login("a", "p", ts: 1_000),
+            Sig.login("a", "t", ts: 1_000),
+            Sig.join("a", ts: 1_000), Sig.join("b", ts: 1_000),
+            Sig.logout("a", "p", ts: 40_000), Sig.logout("a", "t", ts: 50_000),
+        ])
         #expect(m.run(Sig.tick(50_000 + 119_999)) == nil)
         #expect(m.world.channels["c1"]!.memberIds == ["a", "b"], "counted from the last device, not the first")
         #expect(m.run(Sig.tick(50_000 + 120_000)) == nil)
@@ -549,8 +656,10 @@ extension ExpectedSignal: Sendable {}
 
     @Test func membersSyncCountsFromTheJoinWhenLaterThanTheLogout() throws {
         var m = Machine()
-        m.setup([Sig.login("b", "bd", ts: 1_000), Sig.create(), Sig.join("b", ts: 1_000),
-                 Sig.login("a", "p", ts: 1_000), Sig.logout("a", "p", ts: 2_000), Sig.join("a", ts: 60_000)])
+        m.setup([
+            Sig.login("b", "bd", ts: 1_000), Sig.create(), Sig.join("b", ts: 1_000),
+            Sig.login("a", "p", ts: 1_000), Sig.logout("a", "p", ts: 2_000), Sig.join("a", ts: 60_000),
+        ])
         #expect(m.run(Sig.tick(60_000 + 119_999)) == nil)
         #expect(m.world.channels["c1"]!.memberIds == ["b", "a"])
         #expect(m.run(Sig.tick(60_000 + 120_000)) == nil)
@@ -589,23 +698,28 @@ extension ExpectedSignal: Sendable {}
         var m = Machine()
         m.setup(Self.syncBase + [Sig.login("c", "cd", ts: 1_000), Sig.join("c", ts: 1_000)])
         #expect(m.run(Sig.control("b", ts: 200_000)) == nil)
-        #expect(m.emittedSignals.map(ExpectedSignal.init) == [
-            ExpectedSignal(.membersSync, to: "b", ["bd"], from: ""),
-            ExpectedSignal(.membersSync, to: "c", ["cd"], from: ""),
-            ExpectedSignal(.control, to: "c", ["cd"], from: "b"),
-        ])
+        #expect(
+            m.emittedSignals.map(ExpectedSignal.init) == [
+                ExpectedSignal(.membersSync, to: "b", ["bd"], from: ""),
+                ExpectedSignal(.membersSync, to: "c", ["cd"], from: ""),
+                ExpectedSignal(.control, to: "c", ["cd"], from: "b"),
+            ])
         #expect(m.emittedSignals.prefix(2).allSatisfy { $0.members == ["b", "c"] && $0.seq == m.world.lastSeq })
     }
 
     @Test func membersSyncCoversEveryOpenChannelButNotClosedOnes() throws {
         var m = Machine()
-        m.setup([Sig.login("b", "bd", ts: 1_000)]
-            + ["c1", "c2", "c3"].flatMap { [Sig.create("own", $0), Sig.join("a", $0, ts: 1_000), Sig.join("b", $0, ts: 1_000)] }
-            + [Sig.close("b", "c3")])
+        m.setup(
+            [Sig.login("b", "bd", ts: 1_000)]
+                + ["c1", "c2", "c3"].flatMap {
+                    [Sig.create("own", $0), Sig.join("a", $0, ts: 1_000), Sig.join("b", $0, ts: 1_000)]
+                }
+                + [Sig.close("b", "c3")])
         #expect(m.run(Sig.tick(121_000)) == nil)
-        #expect(m.emittedSignals.map { [$0.channel, $0.event.rawValue, $0.to] } == [
-            ["c1", "membersSync", "b"], ["c2", "membersSync", "b"],
-        ])
+        #expect(
+            m.emittedSignals.map { [$0.channel, $0.event.rawValue, $0.to] } == [
+                ["c1", "membersSync", "b"], ["c2", "membersSync", "b"],
+            ])
         #expect(m.world.channels["c1"]!.memberIds == ["b"])
         #expect(m.world.channels["c2"]!.memberIds == ["b"])
         #expect(m.world.channels["c3"]!.memberIds == ["a", "b"], "a closed channel keeps its last members")
@@ -654,18 +768,65 @@ extension ExpectedSignal: Sendable {}
         #expect(m.world.channels["c1"]!.memberIds == ["b"])
     }
 
+    @Test func anyEventReachingTheDeadlineRunsMembersSync() throws {
+        var m = Machine()
+        m.setup(Self.syncBase)
+        #expect(m.run(op("team.create", "own", ["team": "t1", "ts": 121_000])) == nil)
+        #expect(m.emittedSignals.map(ExpectedSignal.init) == [ExpectedSignal(.membersSync, to: "b", ["bd"], from: "")])
+        #expect(m.tips.count == 1, "the team op's own outputs follow")
+        if case .signal = m.outputs.first {} else { Issue.record("members sync comes before the op's own outputs") }
+        #expect(m.world.channels["c1"]!.memberIds == ["b"])
+    }
+
+    /// Every signaling op survives the log's binary encoding and its JSON export unchanged.
+    @Test(arguments: [
+        op("channel.create", "own", ["channel": "c1", "kind": "video", "ext": "{\"a\":1}", "ts": 5, "opId": "o1"]),
+        op("channel.create", "own", ["channel": "c1", "ts": 5]),
+        op("channel.join", "a", ["channel": "c1", "device": "phone", "ts": 5]),
+        op(
+            "channel.invite", "a",
+            ["channel": "c1", "target": "x", "requestId": "r1", "offline": true, "pushText": "ring", "ts": 5]),
+        op("channel.invite", "a", ["channel": "c1", "target": "x", "requestId": "r1", "ts": 5]),
+        op("channel.cancelInvite", "a", ["channel": "c1", "target": "x", "requestId": "r1", "ts": 5]),
+        op("channel.reject", "x", ["channel": "c1", "inviter": "a", "requestId": "r1", "device": "tab", "ts": 5]),
+        op(
+            "channel.accept", "x",
+            ["channel": "c1", "inviter": "a", "requestId": "r1", "device": "ph", "ts": 5, "opId": "k"]),
+        op("channel.leave", "a", ["channel": "c1", "ts": 5]),
+        op("channel.close", "a", ["channel": "c1", "ts": 5]),
+        op("channel.control", "a", ["channel": "c1", "target": "b", "data": "mute", "ts": 5]),
+        op("channel.control", "a", ["channel": "c1", "data": "", "ts": 5]),
+        op("client.login", "a", ["device": "phone", "ts": 5]),
+        op("client.logout", "a", ["device": "phone", "ts": 5]),
+        op("clock.tick", "sys", ["ts": 5]),
+    ])
+    func opsRoundTrip(_ line: String) throws {
+        guard case .success(let parsed) = OpParser.parse(line: line) else {
+            Issue.record("not parsed: \(line)"); return
+        }
+        let event = Event(seq: 7, ts: 5, op: parsed)
+        #expect(try EventCodec.decode(seq: 7, EventCodec.encode(event)) == event, "binary: \(line)")
+        guard case .success(let again) = OpParser.parse(line: parsed.jsonLine) else {
+            Issue.record("export not parsed: \(parsed.jsonLine)")
+            return
+        }
+        #expect(again == parsed, "JSON export: \(line) → \(parsed.jsonLine)")
+    }
+
     /// Applying the same events to a fresh world gives the same channels, queues and removals.
     @Test func replayGivesTheSameRemovals() throws {
         var m = Machine()
         var events: [Event] = []
-        let lines = Self.syncBase + [
-            Sig.invite("b", "x", offline: true), Sig.login("c", "cd", ts: 2_000), Sig.join("c", ts: 2_000),
-            Sig.logout("c", "cd", ts: 3_000), Sig.tick(121_000), Sig.tick(122_999), Sig.tick(123_000),
-            Sig.login("x", "xp", ts: 130_000),
-        ]
+        let lines =
+            Self.syncBase + [
+                Sig.invite("b", "x", offline: true), Sig.login("c", "cd", ts: 2_000), Sig.join("c", ts: 2_000),
+                Sig.logout("c", "cd", ts: 3_000), Sig.tick(121_000), Sig.tick(122_999), Sig.tick(123_000),
+                Sig.login("x", "xp", ts: 130_000),
+            ]
         var outputs: [Output] = []
         for line in lines {
-            guard case .success(let op) = OpParser.parse(line: line), case .success(let e) = m.world.decide(op, now: m.now)
+            guard case .success(let op) = OpParser.parse(line: line),
+                case .success(let e) = m.world.decide(op, now: m.now)
             else { Issue.record("rejected: \(line)"); return }
             events.append(e)
             m.world.apply(e, into: &m.outputs)

@@ -114,7 +114,10 @@ extension World {
         case .channelClose(let id):
             let members = channels[id]!.memberIds
             channels[id]!.closed = true
-            for user in members { userChannels[user]?.remove(id) }
+            for user in members {
+                userChannels[user]?.remove(id)
+                if userChannels[user]?.isEmpty == true { userChannels[user] = nil }
+            }
             touch(.channel(id))
             recomputeSyncDeadline()
             for user in members { signal(seq, id, .close, to: user, from: actor, into: &out) }
@@ -165,8 +168,10 @@ extension World {
         return channels[id]!.invites.remove(at: index)
     }
 
+    /// Joins a user; their pending invitations to this channel are used up (they are in the call now).
     private mutating func joinChannel(_ id: String, _ user: String, ts: Int64) {
         channels[id]!.members.append((user, ts))
+        channels[id]!.invites.removeAll { $0.target == user }
         userChannels[user, default: []].insert(id)
         touch(.channel(id))
         recomputeSyncDeadline()

@@ -1,0 +1,239 @@
+import LMDB
+import TeamLog
+import TeamLogStore
+import Testing
+import TestSupport
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A log changed behind the store's back — one byte flipped in `data.mdb`, a record deleted, two records
+/// swapped — is caught by the hash chain: `audit` (API and CLI) names the first bad seq, a writer refuses to
+/// append, `teamlog repair` cuts the log there, and feeding the input again ends exactly where the untouched
+/// store was.
+@Suite struct TamperTests {
+    static let seed: UInt64 = 20_260_404
+    static let marker = "TAMPER-7"
+
+    /// A store built from a workload with one team named `marker` in the middle, and what it held.
+    struct Built {
+        let directory = TemporaryDirectory("tamper")
+        var storePath: String { directory.child("store") }
+        var inputPath: String { directory.child("ops.jsonl") }
+        var markerSeq: UInt64 = 0
+        var lastSeq: UInt64 = 0
+        var logOpIds: [String?] = []
+        var tables: CrashSafetyTests.Tables = [:]
+    }
+
+    static func build() throws -> Built {
+        var built = Built()
+        var lines = TeamWorkloadProbe.lines(count: 600, seed: seed)
+        lines.insert(#"{"op":"team.create","actor":"u1","team":"tamper7","name":"\#(marker)","ts":1767225600000,"opId":"tamper-7"}"#,
+                     at: 300)
+        try CrashSafetyTests.writeFile(built.inputPath, Array(lines.joined(separator: "\n").utf8) + [0x0A])
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", built.inputPath, "--store", built.storePath, "--emit", "none"],
+            stderr: built.directory.child("build.err"), timeout: 120)
+        guard run.status == .exited(0) else {
+            throw ChildProcessError("building the store: \(run.status): \(CrashSafetyTests.readText(built.directory.child("build.err")))")
+        }
+        let store = try Store(path: built.storePath)
+        defer { store.close() }
+        guard let seq = try store.seqOf(opId: "tamper-7") else { throw StoreError("the marker op was not accepted") }
+        built.markerSeq = seq
+        built.lastSeq = try store.checkpoint().seq
+        built.logOpIds = try CrashSafetyTests.opIds(of: store)
+        built.tables = try CrashSafetyTests.storedTables(store)
+        return built
+    }
+
+    // MARK: (a) A flipped byte in data.mdb
+
+    @Test func flippedByteInALogRecordIsNamedRefusedAndRepaired() throws {
+        let built = try Self.build()
+        let k = built.markerSeq
+        #expect(k > 1 && k < built.lastSeq, "the marker sits inside the log")
+
+        // The record's stored value (event + chained hash) is unique in the file but for stale copies of its page
+        // (LMDB copies pages on write; the older meta page may still reach them): flip the marker's first byte in
+        // every copy, so whichever the reader follows is changed.
+        let value = try Self.withLog(built.storePath) { env, log in
+            try env.read { txn in try txn.get(log, key: BigEndianUInt64.encoded(k)) }
+        }
+        let record = try #require(value)
+        let data = built.storePath + "/data.mdb"
+        var bytes = try HostileInputTests.readBytes(data)
+        let copies = Self.occurrences(of: record, in: bytes)
+        let markerOffset = try #require(Self.occurrences(of: Array(Self.marker.utf8), in: record).first,
+                                        "the event payload holds the team name")
+        #expect(!copies.isEmpty, "the log record's bytes are found in data.mdb")
+        for copy in copies { bytes[copy + markerOffset] ^= 0x20 }  // "TAMPER-7" → "tAMPER-7"
+        try Self.overwrite(data, with: bytes, at: copies.map { $0 + markerOffset })
+
+        // The API names seq k.
+        do {
+            let store = try Store(path: built.storePath)
+            defer { store.close() }
+            #expect(store.refusal?.description.contains("refusing to append") == true, "\(String(describing: store.refusal))")
+            #expect(try store.verifyChain()?.seq == k)
+            let audit = try store.audit()
+            #expect(!audit.ok)
+            #expect(audit.chainProblem?.seq == k, "\(audit)")
+            #expect(audit.chainProblem?.message.contains("hash mismatch") == true)
+        }
+        try Self.expectCLIAudit(built, names: k, "hash mismatch")
+        try Self.expectIngestRefused(built)
+        try Self.expectRepairAndRefeed(built, cutAt: k)
+    }
+
+    // MARK: (b) A deleted record
+
+    @Test func deletedLogRecordIsNamedAsMissing() throws {
+        let built = try Self.build()
+        let k = built.lastSeq / 2
+        try Self.withLog(built.storePath) { env, log in
+            let removed = try env.write { txn in try txn.delete(log, key: BigEndianUInt64.encoded(k)) }
+            #expect(removed)
+        }
+        do {
+            let store = try Store(path: built.storePath)
+            defer { store.close() }
+            let audit = try store.audit()
+            #expect(audit.chainProblem?.seq == k, "\(audit)")
+            #expect(audit.chainProblem?.message.contains("record missing") == true, "\(audit)")
+            #expect(try store.verifyChain()?.seq == k)
+            #expect(store.refusal != nil)
+        }
+        try Self.expectCLIAudit(built, names: k, "record missing")
+        try Self.expectIngestRefused(built)
+        try Self.expectRepairAndRefeed(built, cutAt: k)
+    }
+
+    // MARK: (c) Two records swapped
+
+    @Test func swappedLogRecordsAreNamedAtTheFirst() throws {
+        let built = try Self.build()
+        let k = built.lastSeq / 3
+        try Self.withLog(built.storePath) { env, log in
+            try env.write { txn in
+                let a = try #require(try txn.get(log, key: BigEndianUInt64.encoded(k)))
+                let b = try #require(try txn.get(log, key: BigEndianUInt64.encoded(k + 1)))
+                #expect(a != b)
+                try txn.put(log, key: BigEndianUInt64.encoded(k), value: b)
+                try txn.put(log, key: BigEndianUInt64.encoded(k + 1), value: a)
+            }
+        }
+        do {
+            let store = try Store(path: built.storePath)
+            defer { store.close() }
+            let audit = try store.audit()
+            #expect(audit.chainProblem?.seq == k, "\(audit)")
+            #expect(try store.verifyChain()?.seq == k)
+        }
+        try Self.expectCLIAudit(built, names: k, "hash mismatch")
+        try Self.expectIngestRefused(built)
+        try Self.expectRepairAndRefeed(built, cutAt: k)
+    }
+
+    // MARK: Shared checks
+
+    /// `teamlog audit` exits 1 and prints the broken seq.
+    static func expectCLIAudit(_ built: Built, names seq: UInt64, _ words: String,
+                               sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", built.storePath], timeout: 60)
+        #expect(audit.status == .exited(1), sourceLocation: sourceLocation)
+        let broken = audit.lines.first { $0.hasPrefix("chain: BROKEN at seq \(seq):") }
+        #expect(broken?.contains(words) == true, "\(audit.lines)", sourceLocation: sourceLocation)
+        #expect(audit.lines.last == "audit FAILED", sourceLocation: sourceLocation)
+    }
+
+    /// A writer refuses to append onto the broken chain: exit 2, and the store is left as it was.
+    static func expectIngestRefused(_ built: Built, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let file = built.directory.child("more.jsonl")
+        try CrashSafetyTests.writeFile(file, Array(#"{"op":"team.create","actor":"u2","team":"more","ts":1767325600000,"opId":"more-1"}"#.utf8) + [0x0A])
+        let err = built.directory.child("refused.err")
+        let ingest = try ChildProcess.run(TestSupport.teamlogExecutable, ["ingest", file, "--store", built.storePath],
+                                          stderr: err, timeout: 60)
+        #expect(ingest.status == .exited(2), sourceLocation: sourceLocation)
+        #expect(CrashSafetyTests.readText(err).contains("refusing to append"), "\(CrashSafetyTests.readText(err))",
+                sourceLocation: sourceLocation)
+        #expect(ingest.lines.isEmpty, sourceLocation: sourceLocation)
+        var options = Store.Options()
+        options.readOnly = true
+        let store = try Store(path: built.storePath, options: options, loadState: false)
+        #expect(try store.checkpoint().seq == built.lastSeq, "nothing was appended", sourceLocation: sourceLocation)
+    }
+
+    /// `teamlog repair` cuts the log before `seq`; audit is OK, a writer works again, and feeding the whole
+    /// input again restores exactly the untouched store.
+    static func expectRepairAndRefeed(_ built: Built, cutAt seq: UInt64,
+                                      sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let repair = try ChildProcess.run(TestSupport.teamlogExecutable, ["repair", "--store", built.storePath], timeout: 60)
+        #expect(repair.status == .exited(0), sourceLocation: sourceLocation)
+        #expect(repair.lines.first?.hasPrefix("chain broken at seq \(seq):") == true, "\(repair.lines)",
+                sourceLocation: sourceLocation)
+        #expect(repair.lines.contains { $0.hasPrefix("kept \(seq - 1) events;") }, "\(repair.lines)",
+                sourceLocation: sourceLocation)
+
+        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", built.storePath], timeout: 60)
+        #expect(audit.status == .exited(0), "\(audit.lines)", sourceLocation: sourceLocation)
+        #expect(audit.lines.contains("chain: OK") && audit.lines.last == "audit OK", sourceLocation: sourceLocation)
+
+        let err = built.directory.child("refeed.err")
+        let refeed = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", built.inputPath, "--store", built.storePath, "--emit", "events"],
+            stderr: err, timeout: 120)
+        #expect(refeed.status == .exited(0), "\(CrashSafetyTests.readText(err))", sourceLocation: sourceLocation)
+        let firstNew = refeed.lines.compactMap { try? JSONParser.parse($0) }
+            .first { $0["kind"]?.stringValue == "event" }?["seq"]?.intValue
+        #expect(firstNew == Int64(seq), "the log continues at the cut", sourceLocation: sourceLocation)
+
+        let store = try Store(path: built.storePath)
+        defer { store.close() }
+        #expect(try store.audit().ok, sourceLocation: sourceLocation)
+        #expect(try store.checkpoint().seq == built.lastSeq, sourceLocation: sourceLocation)
+        #expect(try CrashSafetyTests.opIds(of: store) == built.logOpIds, sourceLocation: sourceLocation)
+        let tables = try CrashSafetyTests.storedTables(store)
+        for table in ProjectionTable.allCases {
+            #expect(tables[table] == built.tables[table], "\(table.rawValue) after repair and re-feed",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Opens the store's LMDB environment directly (no `Store` may have it open in this process) and its log.
+    static func withLog<R>(_ path: String, _ body: (Environment, DatabaseHandle) throws -> R) throws -> R {
+        let env = try Environment(path: path)
+        return try body(env, try env.openHandle("log", create: false))
+    }
+
+    /// Start offsets of every occurrence of `needle` in `haystack`.
+    static func occurrences(of needle: [UInt8], in haystack: [UInt8]) -> [Int] {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return [] }
+        var found: [Int] = []
+        let first = needle[0]
+        var i = 0
+        while i <= haystack.count - needle.count {
+            if haystack[i] == first && haystack[i..<(i + needle.count)].elementsEqual(needle) { found.append(i) }
+            i += 1
+        }
+        return found
+    }
+
+    /// Writes `bytes[offset]` back to the file at each offset.
+    static func overwrite(_ path: String, with bytes: [UInt8], at offsets: [Int]) throws {
+        let fd = open(path, O_WRONLY)
+        guard fd >= 0 else { throw StoreError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        for offset in offsets {
+            var byte = bytes[offset]
+            guard pwrite(fd, &byte, 1, off_t(offset)) == 1 else {
+                throw StoreError("cannot write \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        fsync(fd)
+    }
+}
