@@ -4,8 +4,12 @@ import Glibc
 import Darwin
 #endif
 
-/// Reads newline-terminated lines from a file descriptor without ever holding more than the line limit:
-/// a longer line is read to its end and reported by its length only.
+/// Reads newline-terminated lines from a file descriptor without ever holding much more than the line
+/// limit: a longer line is read to its end and reported by its length only.
+///
+/// One state machine serves batch and stream mode. In follow mode on a regular file the end of the file
+/// is not the end of the input (it waits for the file to grow, like `tail -f`), and a line is never
+/// reported before its newline arrives — an over-long one included.
 public struct LineReader {
     /// One input line.
     public enum Line {
@@ -26,12 +30,15 @@ public struct LineReader {
 
     private let fd: Int32
     private let limit: Int
-    /// Keep reading a regular file past its end as it grows (`tail -f`).
     private let follow: Bool
     private let isRegularFile: Bool
     private var buffer: [UInt8]
     private var start = 0
     private var end = 0
+    /// Bytes of the current line (from `start`) already known to hold no newline.
+    private var scanned = 0
+    /// Bytes of an over-long current line already dropped.
+    private var skipped = 0
     private var eof = false
     /// Number of the last line returned (1-based).
     public private(set) var lineNumber = 0
@@ -46,108 +53,98 @@ public struct LineReader {
         buffer = [UInt8](repeating: 0, count: max(chunk, 4096))
     }
 
-    /// Whether a line is complete in the buffer already.
-    private var hasBufferedLine: Bool { buffer[start..<end].contains(0x0A) }
-
-    /// Waits at most `timeoutMs` for input to read (`nil`: wait as long as it takes). Returns false on timeout.
-    private func wait(timeoutMs: Int?) -> Bool {
-        if isRegularFile { return true }  // regular files are always readable; EOF is handled by the caller
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let n = poll(&p, 1, Int32(clamping: timeoutMs ?? -1))
-        return n != 0  // errors and EINTR return to the caller, which checks for a stop request
+    /// The next line, waiting for input as long as it takes; `nil` at the end of input.
+    public mutating func next() throws -> Line? {
+        while true {
+            switch try next(timeoutMs: nil) {
+            case .line(let line): return line
+            case .end: return nil
+            case .timeout: continue
+            }
+        }
     }
 
     /// The next line, waiting at most `timeoutMs` for more input (`nil`: no limit).
-    ///
-    /// With `follow` on a regular file, the end of the file is not the end of the input: it waits for the
-    /// file to grow. Input without a final newline is held back until its newline arrives (or the end).
     public mutating func next(timeoutMs: Int?) throws -> Read {
-        guard !hasBufferedLine else { return try next().map(Read.line) ?? .end }
         let started = Self.milliseconds()
         while true {
-            let remaining = timeoutMs.map { max(0, $0 - Int(Self.milliseconds() - started)) }
-            if eof && follow && isRegularFile { eof = false }
-            if eof { return try next().map(Read.line) ?? .end }
-            guard wait(timeoutMs: remaining) else { return .timeout }
-            let before = end
-            if try !fill() {
-                if follow && isRegularFile {
-                    if remaining == 0 { return .timeout }
-                    usleep(UInt32(min(2, remaining ?? 2)) * 1000)
-                    continue
-                }
-                return try next().map(Read.line) ?? .end
+            if let line = takeLine() { return .line(line) }
+            if eof {
+                guard start < end || skipped > 0 else { return .end }
+                return .line(finishLine(at: end, consumed: end))  // a last line without a newline
             }
-            if buffer[before..<end].contains(0x0A) || end - start > limit { return try next().map(Read.line) ?? .end }
-            if remaining == 0 { return .timeout }
+            let remaining = timeoutMs.map { max(0, $0 - Int(Self.milliseconds() - started)) }
+            if !isRegularFile {
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let n = poll(&p, 1, Int32(clamping: remaining ?? -1))
+                if n == 0 { return .timeout }
+                if n < 0 { return .timeout }  // EINTR: let the caller look for a stop request
+            }
+            let got = try fill()
+            if got == 0 && !eof {
+                // Follow mode at the end of a regular file: wait for it to grow.
+                if remaining == 0 { return .timeout }
+                usleep(UInt32(min(2, remaining ?? 2)) * 1000)
+            } else if got < 0 {
+                return .timeout  // EINTR
+            }
         }
+    }
+
+    /// A complete line from the buffer, if one is there; drops the head of an over-long line as it goes.
+    private mutating func takeLine() -> Line? {
+        if let nl = buffer[(start + scanned)..<end].firstIndex(of: 0x0A) {
+            return finishLine(at: nl, consumed: nl + 1)
+        }
+        scanned = end - start
+        if scanned > limit {
+            skipped += scanned
+            start = end
+            scanned = 0
+        }
+        return nil
+    }
+
+    private mutating func finishLine(at lineEnd: Int, consumed: Int) -> Line {
+        lineNumber += 1
+        let length = skipped + lineEnd - start
+        defer {
+            start = consumed
+            scanned = 0
+            skipped = 0
+        }
+        if skipped > 0 || length > limit { return .tooLong(number: lineNumber, length: length) }
+        var to = lineEnd
+        if to > start && buffer[to - 1] == 0x0D { to -= 1 }
+        return .text(number: lineNumber, bytes: Array(buffer[start..<to]))
+    }
+
+    /// Reads more input: the byte count, 0 at the end of input (sets `eof` unless following a regular
+    /// file), -1 when interrupted.
+    private mutating func fill() throws -> Int {
+        if start > 0 {
+            let count = end - start
+            buffer.withUnsafeMutableBytes { b in _ = memmove(b.baseAddress!, b.baseAddress! + start, count) }
+            end = count
+            start = 0
+        }
+        if end == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count)) }
+        let n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
+        if n > 0 {
+            end += n
+            return n
+        }
+        if n == 0 {
+            if !(follow && isRegularFile) { eof = true }
+            return 0
+        }
+        if errno == EINTR { return -1 }
+        throw StoreError("read failed: \(String(cString: strerror(errno)))")
     }
 
     static func milliseconds() -> Int64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    /// Refills the buffer; returns false at end of input. Retries on EINTR.
-    private mutating func fill() throws -> Bool {
-        if eof { return false }
-        if start > 0 {
-            buffer.withUnsafeMutableBytes { b in
-                _ = memmove(b.baseAddress!, b.baseAddress! + start, end - start)
-            }
-            end -= start
-            start = 0
-        }
-        if end == buffer.count { buffer.append(contentsOf: repeatElement(0, count: buffer.count)) }
-        while true {
-            let n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
-            if n > 0 {
-                end += n
-                return true
-            }
-            if n == 0 {
-                eof = true
-                return false
-            }
-            if errno == EINTR { return true }  // let the caller look for a stop request
-            throw StoreError("read failed: \(String(cString: strerror(errno)))")
-        }
-    }
-
-    /// The next line, or `nil` at end of input. A last line without a newline still counts.
-    public mutating func next() throws -> Line? {
-        var scanned = 0  // bytes of the current line already known to hold no newline
-        var skipped = 0  // bytes of an over-long line already dropped
-        while true {
-            if let nl = buffer[(start + scanned)..<end].firstIndex(of: 0x0A) {
-                lineNumber += 1
-                let length = skipped + nl - start
-                defer { start = nl + 1 }
-                if skipped > 0 || length > limit { return .tooLong(number: lineNumber, length: length) }
-                return .text(number: lineNumber, bytes: trimmed(start, nl))
-            }
-            scanned = end - start
-            if scanned > limit {
-                // Drop what we have of an over-long line; keep reading until its newline.
-                skipped += scanned
-                start = end
-                scanned = 0
-            }
-            if try !fill() {
-                if start == end && skipped == 0 { return nil }
-                lineNumber += 1
-                let length = skipped + end - start
-                defer { start = end }
-                if skipped > 0 || length > limit { return .tooLong(number: lineNumber, length: length) }
-                return .text(number: lineNumber, bytes: trimmed(start, end))
-            }
-        }
-    }
-
-    private func trimmed(_ from: Int, _ to: Int) -> [UInt8] {
-        var to = to
-        if to > from && buffer[to - 1] == 0x0D { to -= 1 }
-        return Array(buffer[from..<to])
     }
 }

@@ -184,8 +184,14 @@ public struct MixedWorkload {
         case 4:
             channelCount += 1
             let id = "c\(options.seed)-\(channelCount)"
+            // Calls end: the oldest open channel is closed by one of its members before a new one starts.
+            if openChannels.count >= 32, let oldest = openChannels.first, let closer = oldest.members.first {
+                openChannels.removeFirst()
+                channelCount -= 1
+                return Op(actor: closer, body: .channelClose(channel: oldest.id))
+            }
+            if openChannels.count >= 32 { openChannels.removeFirst() }
             openChannels.append((id, [], []))
-            if openChannels.count > 32 { openChannels.removeFirst() }
             return Op(actor: user, body: .channelCreate(channel: id, kind: .audio, ext: nil))
         default:
             guard !openChannels.isEmpty else { return nil }

@@ -140,7 +140,7 @@ import Glibc
             #expect(try feed.pump(bytes, from: 0, to: bytes.count, chunk: bytes.count, draining: writer) == bytes.count)
         }
         try send(#"{"op":"team.create","actor":"wa","team":"w1","members":["wb"],"ts":1767225600000,"opId":"w-1"}"#)
-        try #require(try writer.waitForOutput(containing: #""seq":1"#, timeout: 30), "the first writer holds the store")
+        try #require(try StreamCrashTests.waitForOutput(writer, containing: #""seq":1"#, timeout: 30), "the first writer holds the store")
 
         let second = directory.child("second.jsonl")
         try CrashSafetyTests.writeFile(second, Array("""
@@ -168,7 +168,7 @@ import Glibc
             TestSupport.teamlogExecutable, ["ingest", second, "--store", storePath, "--wait", "--emit", "events"],
             stderr: waiterErr)
         try send(#"{"op":"team.update","actor":"wa","team":"w1","fields":{"name":"W1"},"ts":1767225601000,"opId":"w-2"}"#)
-        #expect(try writer.waitForOutput(containing: #""seq":2"#, timeout: 30), "the first writer still writes")
+        #expect(try StreamCrashTests.waitForOutput(writer, containing: #""seq":2"#, timeout: 30), "the first writer still writes")
         #expect(try waiter.readLine(timeout: 1.0) == nil && !waiter.reachedEnd, "the waiting writer waits")
 
         feed.close()  // end of input: the first writer commits and exits

@@ -156,7 +156,7 @@ import Glibc
         let errPath = directory.child("ingest.err")
         let feed = try LiveFeed(.fifo, path: directory.child("in.fifo"))
         let child = try ChildProcess(
-            TestSupport.teamlogExecutable, ["ingest", "-", "--store", storePath, "--follow", "--batch-size", "7"],
+            TestSupport.teamlogExecutable, ["ingest", "-", "--store", storePath, "--follow", "--batch-size", "7", "--emit", "events"],
             stdin: feed.stdin, stderr: errPath)
         let bytes = Self.input(cases)
         let written = try feed.pump(bytes, from: 0, to: bytes.count, chunk: 1 << 15, draining: child)

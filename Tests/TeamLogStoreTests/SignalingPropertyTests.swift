@@ -182,6 +182,7 @@ private struct SignalingModel {
         case "channel.join":
             let others = channels[op.channel!]!.members.map(\.user)
             channels[op.channel!]!.members.append((actor, ts))
+            channels[op.channel!]!.invites.removeAll { $0.target == actor }  // joining uses up invitations
             for u in others { send("join", to: u) }
         case "channel.invite":
             channels[op.channel!]!.invites.append(
@@ -197,7 +198,10 @@ private struct SignalingModel {
         case "channel.accept":
             _ = removeInvite(target: actor, inviter: op.inviter!)
             let others = channels[op.channel!]!.members.map(\.user).filter { $0 != actor }
-            if !channels[op.channel!]!.isMember(actor) { channels[op.channel!]!.members.append((actor, ts)) }
+            if !channels[op.channel!]!.isMember(actor) {
+                channels[op.channel!]!.members.append((actor, ts))
+                channels[op.channel!]!.invites.removeAll { $0.target == actor }
+            }
             send("accept", to: op.inviter!, requestId: op.requestId)
             for u in others { send("join", to: u) }
             syncOthers("accept")

@@ -14,8 +14,9 @@ import Glibc
 /// printed is everything committed.
 ///
 /// The feed is a FIFO the child reads as stdin, or a regular file it follows while the test appends to it,
-/// written in seeded chunk sizes that split lines anywhere. Small batches and a 5 ms flush make commits
-/// frequent, so the kills land before, inside and after commits.
+/// written in seeded chunk sizes that split lines anywhere. Each kill comes a seeded few milliseconds after the
+/// child printed the event of a seeded line, while the feed goes on, so it lands mid-stream; small batches and
+/// a 5 ms flush make commits frequent, so kills land before, inside and after commits.
 @Suite struct StreamCrashTests {
     static let lineCount = 4_000
     static let seed: UInt64 = 20_260_315
@@ -24,8 +25,6 @@ import Glibc
     /// The workload and what one clean, uninterrupted (non-follow) ingest of it ends with.
     struct Reference: Sendable {
         var workload: [UInt8]
-        /// Byte offset just past each line's newline.
-        var lineEnds: [Int]
         /// The `opId` of each line (index = line - 1).
         var lineOpIds: [String?]
         /// The `opId` of each event of the clean run, in seq order.
@@ -41,13 +40,7 @@ import Glibc
     static func makeReference() throws -> Reference {
         let directory = TemporaryDirectory("stream-reference")
         let lines = TeamWorkloadProbe.lines(count: lineCount, seed: seed)
-        var workload: [UInt8] = []
-        var lineEnds: [Int] = []
-        for line in lines {
-            workload += Array(line.utf8)
-            workload.append(0x0A)
-            lineEnds.append(workload.count)
-        }
+        let workload = Array(lines.joined(separator: "\n").utf8) + [0x0A]
         let file = directory.child("ops.jsonl")
         try CrashSafetyTests.writeFile(file, workload)
         let storePath = directory.child("clean")
@@ -61,7 +54,7 @@ import Glibc
         defer { store.close() }
         let audit = try store.audit()
         return Reference(
-            workload: workload, lineEnds: lineEnds,
+            workload: workload,
             lineOpIds: lines.map { (try? JSONParser.parse($0))?["opId"]?.stringValue },
             logOpIds: try CrashSafetyTests.opIds(of: store), seq: try store.checkpoint().seq,
             tables: try CrashSafetyTests.storedTables(store), audit: "\(audit)", auditOK: audit.ok)
@@ -73,15 +66,15 @@ import Glibc
     struct CrashPoint: Sendable, CustomStringConvertible {
         var index: Int
         var feed: LiveFeed.Kind
-        /// Lines written to the feed before the kill.
-        var lines: Int
+        /// The kill comes once the child has printed the event of a line at or past this one.
+        var line: Int
         /// Bytes per write (lines are split anywhere).
         var chunk: Int
-        /// Milliseconds between the last write and the kill.
+        /// Milliseconds from seeing that event to the kill; the feed goes on meanwhile.
         var delayMs: Int
 
         var description: String {
-            "crash point \(index) (\(feed.rawValue), \(lines) lines in \(chunk)-byte writes, kill \(delayMs) ms later)"
+            "crash point \(index) (\(feed.rawValue) in \(chunk)-byte writes, kill \(delayMs) ms after line \(line) is out)"
         }
 
         /// Twenty points spread over the workload, one per 190-line stretch.
@@ -89,7 +82,7 @@ import Glibc
             var random = SeededRandom(StreamCrashTests.seed &+ UInt64(index) &* 7919)
             return CrashPoint(
                 index: index, feed: index % 2 == 0 ? .fifo : .growingFile,
-                lines: 100 + index * 190 + random.below(190), chunk: 64 << random.below(10), delayMs: random.below(40))
+                line: 100 + index * 190 + random.below(190), chunk: 64 << random.below(10), delayMs: random.below(25))
         }
     }
 
@@ -139,7 +132,7 @@ import Glibc
         #expect(survived == Self.crashPoints)
     }
 
-    /// Feeds `point.lines` lines to a streaming ingest, kills it, checks the store, re-feeds everything.
+    /// Streams the workload into a `--follow` ingest, kills it at the point, checks the store, re-feeds everything.
     static func run(_ point: CrashPoint, _ reference: Reference) -> Outcome {
         var outcome = Outcome(point: point)
         do {
@@ -164,11 +157,32 @@ import Glibc
             ["ingest", feed.argument, "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5",
              "--emit", "events"],
             environment: ["SWIFT_BACKTRACE": "enable=no"], stdin: feed.stdin, stderr: errPath)
-        let target = reference.lineEnds[point.lines - 1]
-        _ = try feed.pump(reference.workload, from: 0, to: target, chunk: point.chunk, draining: child)
-        let killAt = now() + Double(point.delayMs) / 1000
-        while !child.reachedEnd, now() < killAt {
-            _ = try child.readLine(timeout: max(killAt - now(), 0.0005))
+        // Feed the whole workload (paced by the pipe, or appended as fast as it goes) and kill `delayMs` after
+        // the child printed the event of line `point.line` or a later one: mid-stream, at a seeded place.
+        let workload = reference.workload
+        var offset = 0
+        var unread = 0  // bytes written since the child's output was last read
+        var killAt = Double.infinity
+        let giveUp = now() + 120
+        while now() < killAt, now() < giveUp, !child.reachedEnd {
+            var wrote = 0
+            if offset < workload.count {
+                wrote = try feed.write(workload[offset..<min(offset + point.chunk, workload.count)])
+                offset += wrote
+                unread += wrote
+            }
+            if wrote > 0 && unread < 1 << 14 { continue }
+            unread = 0
+            // Read what is out (a child blocked on a full stdout stops reading its input), watching for the line.
+            let wait = killAt == .infinity ? (offset < workload.count ? 0.0005 : 0.01) : max(killAt - now(), 0.0005)
+            while let record = try child.readLine(timeout: min(wait, 0.01)) {
+                if killAt == .infinity, CrashSafetyTests.isEvent(record),
+                    let line = (try? JSONParser.parse(record))?["line"]?.intValue, line >= point.line
+                {
+                    killAt = now() + Double(point.delayMs) / 1000
+                }
+                if now() >= killAt { break }
+            }
         }
         child.kill(SIGKILL)
         let status = child.wait()
@@ -274,6 +288,7 @@ import Glibc
         #expect(offset < reference.workload.count, "the SIGTERM should come mid-feed")
         child.kill(SIGTERM)
         let finished = Self.readToEnd(child, timeout: 20)
+        if !finished { child.kill(SIGKILL) }
         let status = child.wait()
         feed.close()
         let stderr = CrashSafetyTests.readText(errPath)
@@ -305,7 +320,7 @@ import Glibc
             stdin: feed.stdin, stderr: errPath)
         let first = Array(#"{"op":"team.create","actor":"o","team":"t","ts":1767225600000,"opId":"long-1"}"#.utf8) + [0x0A]
         _ = try feed.pump(first, from: 0, to: first.count, chunk: first.count, draining: child)
-        #expect(try child.waitForOutput(containing: #""kind":"event""#, timeout: 20), "the first op is committed and printed")
+        #expect(try Self.waitForOutput(child, containing: #""kind":"event""#, timeout: 20), "the first op is committed and printed")
 
         // 1.5 MiB of one line, no newline: over the 1 MiB limit, and the writer stalls there.
         let long = Array(#"{"op":"team.update","actor":"o","team":"t","fields":{"intro":""#.utf8)
@@ -327,6 +342,12 @@ import Glibc
     }
 
     // MARK: Helpers
+
+    /// Whether the child printed a line containing `text`, already (the feed's draining may have read it) or
+    /// within `timeout` seconds.
+    static func waitForOutput(_ child: ChildProcess, containing text: String, timeout: Double) throws -> Bool {
+        try child.lines.contains { $0.contains(text) } || child.waitForOutput(containing: text, timeout: timeout)
+    }
 
     static func events(_ lines: [String]) -> Int { lines.count(where: CrashSafetyTests.isEvent) }
 
@@ -385,13 +406,21 @@ final class LiveFeed {
 
     /// Writes `data[from..<to]` in `chunk`-byte writes, reading the child's output in between (a child blocked
     /// on a full stdout pipe stops reading its input). Stops early when the child's output ended; returns the
-    /// offset reached.
+    /// offset reached. The child's output lines must be short (`--emit events`): `ChildProcess.readLine` scans
+    /// a pending partial line again on every call, and with these millisecond timeouts a line of megabytes
+    /// would never be read to its end.
     func pump(_ data: [UInt8], from: Int, to: Int, chunk: Int, draining child: ChildProcess) throws -> Int {
         var offset = from
+        var sinceDrain = 0
         while offset < to, !child.reachedEnd {
             let n = try write(data[offset..<min(to, offset + chunk)])
             offset += n
-            while try child.readLine(timeout: n == 0 ? 0.002 : 0.0005) != nil {}
+            sinceDrain += n
+            // Drain when the pipe is full, every 16 KiB, and at the end (a 1 ms wait each time).
+            if n == 0 || sinceDrain >= 1 << 14 || offset == to {
+                while try child.readLine(timeout: n == 0 ? 0.002 : 0.0005) != nil {}
+                sinceDrain = 0
+            }
         }
         return offset
     }

@@ -215,7 +215,8 @@ extension World {
     func syncDeadline(_ user: String, joinedTs: Int64) -> Int64? {
         guard !isOnline(user) else { return nil }
         let since = max(joinedTs, presence[user]?.offlineSince ?? joinedTs)
-        return since + config.membersSyncTimeoutMs
+        let (deadline, overflow) = since.addingReportingOverflow(config.membersSyncTimeoutMs)
+        return overflow ? .max : deadline  // event times near Int64.max saturate instead of trapping
     }
 
     /// Recomputes the earliest members-sync deadline (after any channel or presence change).
