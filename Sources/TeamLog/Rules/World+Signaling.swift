@@ -174,6 +174,7 @@ extension World {
         channels[id]!.invites.removeAll { $0.target == user }
         userChannels[user, default: []].insert(id)
         touch(.channel(id))
+        scheduleSync(user, channel: id, joinedTs: ts)
         recomputeSyncDeadline()
     }
 
@@ -204,6 +205,13 @@ extension World {
         let isOnline = !p.devices.isEmpty
         if wasOnline != isOnline {
             for id in userTeams[user] ?? [] { teams[id]!.setOnline(user, isOnline) }
+            if !isOnline {
+                for id in userChannels[user] ?? [] {
+                    if let joined = channels[id]!.members.first(where: { $0.user == user })?.joinedTs {
+                        scheduleSync(user, channel: id, joinedTs: joined)
+                    }
+                }
+            }
             if userChannels[user] != nil { recomputeSyncDeadline() }
         }
     }
@@ -219,26 +227,38 @@ extension World {
         return overflow ? .max : deadline  // event times near Int64.max saturate instead of trapping
     }
 
-    /// Recomputes the earliest members-sync deadline (after any channel or presence change).
+    /// Queues the members-sync deadline of one channel member, if they are offline.
+    mutating func scheduleSync(_ user: String, channel: String, joinedTs: Int64) {
+        guard let deadline = syncDeadline(user, joinedTs: joinedTs) else { return }
+        syncQueue.push(SyncQueue.Entry(deadline: deadline, channel: channel, user: user))
+    }
+
+    /// Whether a queued entry still describes a member's current deadline.
+    private func isCurrent(_ e: SyncQueue.Entry) -> Bool {
+        guard let channel = channels[e.channel], !channel.closed,
+              let member = channel.members.first(where: { $0.user == e.user }) else { return false }
+        return syncDeadline(e.user, joinedTs: member.joinedTs) == e.deadline
+    }
+
+    /// Drops stale entries from the top of the queue and publishes the earliest live deadline.
     mutating func recomputeSyncDeadline() {
-        var earliest: Int64?
-        for channel in channels.values where !channel.closed {
-            for (user, joined) in channel.members {
-                if let d = syncDeadline(user, joinedTs: joined), d < (earliest ?? .max) { earliest = d }
-            }
-        }
-        syncDeadline = earliest
+        while let top = syncQueue.top, !isCurrent(top) { syncQueue.pop() }
+        syncDeadline = syncQueue.top?.deadline
     }
 
     /// Removes every channel member whose deadline is at or before `ts`; the remaining members get
     /// `membersSync` with the new member list. Runs before the event at `ts`, so replay repeats it.
     mutating func runMembersSync(at ts: Int64, seq: UInt64, into out: inout [Output]) {
-        for id in channels.keys.sorted() where !channels[id]!.closed {
-            let expired = channels[id]!.members.filter { member in
-                syncDeadline(member.user, joinedTs: member.joinedTs).map { $0 <= ts } ?? false
-            }.map(\.user)
-            guard !expired.isEmpty else { continue }
-            for user in expired { leaveChannel(id, user) }
+        var expired: [String: [String]] = [:]
+        while let top = syncQueue.top, top.deadline <= ts {
+            syncQueue.pop()
+            if isCurrent(top), !(expired[top.channel]?.contains(top.user) ?? false) {
+                expired[top.channel, default: []].append(top.user)
+            }
+        }
+        for id in expired.keys.sorted() {
+            let gone = channels[id]!.members.map(\.user).filter { expired[id]!.contains($0) }
+            for user in gone { leaveChannel(id, user) }
             let remaining = channels[id]!.memberIds
             for user in remaining {
                 signal(seq, id, .membersSync, to: user, from: "", members: remaining, into: &out)

@@ -27,8 +27,10 @@ public struct World: Sendable {
     public var offlineQueues: [String: [StoredSignal]] = [:]
     /// Open channels each user is a member of (derived; not stored).
     public internal(set) var userChannels: [String: Set<String>] = [:]
-    /// The earliest event time at which members sync removes someone (derived cache; `nil`: nobody).
+    /// The earliest event time at which members sync removes someone (derived; `nil`: nobody).
     public internal(set) var syncDeadline: Int64?
+    /// Pending members-sync deadlines (derived).
+    var syncQueue = SyncQueue()
     /// The teams each user is a member of (derived from the rosters; not stored).
     public internal(set) var userTeams: [String: Set<String>] = [:]
     /// Records changed since the store last drained this set.
@@ -64,8 +66,12 @@ extension World {
             }
         }
         userChannels = [:]
+        syncQueue.removeAll()
         for (id, channel) in channels where !channel.closed {
-            for user in channel.memberIds { userChannels[user, default: []].insert(id) }
+            for (user, joined) in channel.members {
+                userChannels[user, default: []].insert(id)
+                scheduleSync(user, channel: id, joinedTs: joined)
+            }
         }
         recomputeSyncDeadline()
         dirty = []
