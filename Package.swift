@@ -76,6 +76,7 @@ let package = Package(
         .testTarget(
             name: "TeamLogStoreTests",
             dependencies: ["TeamLogStore", "TeamLog", "LMDB", "TestSupport"],
+            exclude: ["Corpus"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -1,5 +1,6 @@
 public import LMDB
 public import TeamLog
+import Crypto
 
 /// `teamlog audit`: verify the hash chain, replay the log into fresh projections and compare them with
 /// the stored ones, table by table, in one read snapshot (so it runs beside a live writer).
@@ -45,58 +46,56 @@ extension Store {
                     report.checkpointProblem = "checkpoint hash differs from the log's last hash"
                 }
             }
-            let stored = try storedProjections(in: txn)
             let rebuilt = ProjectionCodec.allRecords(replay.world)
             for table in ProjectionTable.allCases {
-                let s = stored[table] ?? []
-                let r = rebuilt[table] ?? []
-                report.tables.append(AuditReport.TableResult(
-                    table: table.rawValue, records: s.count, digest: Self.digest(s),
-                    difference: Self.firstDifference(table, stored: s, replayed: r)))
+                report.tables.append(try compareTable(table, replayed: rebuilt[table] ?? [], in: txn))
             }
             return report
         }
     }
 
-    static func digest(_ rows: [([UInt8], [UInt8])]) -> String {
-        var chain = HashChain.genesis
-        for (i, (k, v)) in rows.enumerated() {
-            chain = (k + [0xFF] + v).withUnsafeBytes { HashChain.next(previous: chain, seq: UInt64(i), payload: $0) }
-        }
-        return String(HashChain.hex(chain).prefix(16))
-    }
-
-    /// The first key where stored and replayed records differ, in words.
-    static func firstDifference(_ table: ProjectionTable, stored: [([UInt8], [UInt8])],
-                                replayed: [([UInt8], [UInt8])]) -> String? {
-        var i = 0
+    /// Streams one stored table in key order against the replayed records: counts, digests (SHA-256 over
+    /// length-prefixed keys and values) and the first difference, without copying the table.
+    func compareTable(_ table: ProjectionTable, replayed: [([UInt8], [UInt8])], in txn: Transaction) throws
+        -> AuditReport.TableResult
+    {
+        var hasher = SHA256()
+        var count = 0
         var j = 0
+        var difference: String?
         func name(_ key: [UInt8]) -> String {
             String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
         }
-        while i < stored.count || j < replayed.count {
-            if i < stored.count && j < replayed.count {
-                let (sk, sv) = stored[i]
-                let (rk, rv) = replayed[j]
-                if sk == rk {
-                    if sv != rv {
-                        return "\(table.rawValue) \(name(sk)): stored \(describe(table, sk, sv)) vs replayed \(describe(table, rk, rv))"
-                    }
-                    i += 1
-                    j += 1
-                    continue
-                }
-                if sk.lexicographicallyPrecedes(rk) {
-                    return "\(table.rawValue) \(name(sk)): stored \(describe(table, sk, sv)) but absent after replay"
-                }
-                return "\(table.rawValue) \(name(rk)): missing from the store; replay has \(describe(table, rk, rv))"
+        try txn.forEach(dbs.projection(table)) { key, value in
+            count += 1
+            var lengths = (UInt32(key.count), UInt32(value.count))
+            withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
+            hasher.update(bufferPointer: key)
+            hasher.update(bufferPointer: value)
+            guard difference == nil else { return true }
+            guard j < replayed.count else {
+                difference = "\(table.rawValue) \(name(Array(key))): stored but absent after replay"
+                return true
             }
-            if i < stored.count {
-                return "\(table.rawValue) \(name(stored[i].0)): stored but absent after replay"
+            let (rk, rv) = replayed[j]
+            if key.elementsEqual(rk) {
+                if !value.elementsEqual(rv) {
+                    difference = "\(table.rawValue) \(name(rk)): stored \(Self.describe(table, rk, Array(value))) vs replayed \(Self.describe(table, rk, rv))"
+                }
+                j += 1
+            } else if key.lexicographicallyPrecedes(rk) {
+                difference = "\(table.rawValue) \(name(Array(key))): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
+            } else {
+                difference = "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
             }
-            return "\(table.rawValue) \(name(replayed[j].0)): missing from the store; replay has \(describe(table, replayed[j].0, replayed[j].1))"
+            return true
         }
-        return nil
+        if difference == nil && j < replayed.count {
+            let (rk, rv) = replayed[j]
+            difference = "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
+        }
+        let digest = count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
+        return AuditReport.TableResult(table: table.rawValue, records: count, digest: digest, difference: difference)
     }
 
     /// A record's value in readable form (decoded when possible).

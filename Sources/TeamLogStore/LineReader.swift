@@ -91,6 +91,9 @@ public struct LineReader {
         }
     }
 
+    /// A complete line already read into the buffer, without reading more (to drain on a stop request).
+    public mutating func bufferedLine() -> Line? { takeLine() }
+
     /// A complete line from the buffer, if one is there; drops the head of an over-long line as it goes.
     private mutating func takeLine() -> Line? {
         if let nl = buffer[(start + scanned)..<end].firstIndex(of: 0x0A) {

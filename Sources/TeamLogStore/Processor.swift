@@ -147,6 +147,8 @@ public final class Processor {
                 return
             }
         }
+        // Lines already taken from a pipe cannot be sent again by the producer: answer them before stopping.
+        while let line = reader.bufferedLine() { try process(line) }
         try commit()
     }
 

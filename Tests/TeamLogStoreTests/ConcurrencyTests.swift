@@ -1,11 +1,11 @@
 import LMDB
 import TeamLog
 import TeamLogStore
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Readers and writers in separate processes on one store: a read snapshot stays what it was while another
@@ -25,7 +25,8 @@ import Glibc
             let ts = t0 + Int64(n)
             let line: String
             if n < 500 {
-                line = #"{"op":"team.create","actor":"o\#(n)","team":"c\#(n)","name":"C \#(n)","members":["m\#(n)-0","m\#(n)-1","m\#(n)-2"],"ts":\#(ts)}"#
+                line =
+                    #"{"op":"team.create","actor":"o\#(n)","team":"c\#(n)","name":"C \#(n)","members":["m\#(n)-0","m\#(n)-1","m\#(n)-2"],"ts":\#(ts)}"#
             } else {
                 let t = (n / 10) % 500
                 switch n % 10 {
@@ -33,9 +34,11 @@ import Glibc
                     line = #"{"op":"team.create","actor":"o\#(t)","team":"d\#(n)","name":"D \#(n)","ts":\#(ts)}"#
                 case 1...5:
                     let state = ["all", "none", "managerOnly"][n % 3]
-                    line = #"{"op":"member.setNotify","actor":"m\#(t)-\#(n % 3)","team":"c\#(t)","state":"\#(state)","ts":\#(ts)}"#
+                    line =
+                        #"{"op":"member.setNotify","actor":"m\#(t)-\#(n % 3)","team":"c\#(t)","state":"\#(state)","ts":\#(ts)}"#
                 default:
-                    line = #"{"op":"team.update","actor":"o\#(t)","team":"c\#(t)","fields":{"intro":"intro \#(n)","name":"C \#(t) v\#(n)"},"ts":\#(ts)}"#
+                    line =
+                        #"{"op":"team.update","actor":"o\#(t)","team":"c\#(t)","fields":{"intro":"intro \#(n)","name":"C \#(t) v\#(n)"},"ts":\#(ts)}"#
                 }
             }
             out += Array(line.utf8)
@@ -140,20 +143,26 @@ import Glibc
             #expect(try feed.pump(bytes, from: 0, to: bytes.count, chunk: bytes.count, draining: writer) == bytes.count)
         }
         try send(#"{"op":"team.create","actor":"wa","team":"w1","members":["wb"],"ts":1767225600000,"opId":"w-1"}"#)
-        try #require(try StreamCrashTests.waitForOutput(writer, containing: #""seq":1"#, timeout: 30), "the first writer holds the store")
+        try #require(
+            try StreamCrashTests.waitForOutput(writer, containing: #""seq":1"#, timeout: 30),
+            "the first writer holds the store")
 
         let second = directory.child("second.jsonl")
-        try CrashSafetyTests.writeFile(second, Array("""
-            {"op":"team.invite","actor":"wa","team":"w1","targets":["wc"],"ts":1767225602000,"opId":"w-3"}
-            {"op":"team.create","actor":"wz","team":"w1","ts":1767225603000,"opId":"w-4"}
+        try CrashSafetyTests.writeFile(
+            second,
+            Array(
+                """
+                {"op":"team.invite","actor":"wa","team":"w1","targets":["wc"],"ts":1767225602000,"opId":"w-3"}
+                {"op":"team.create","actor":"wz","team":"w1","ts":1767225603000,"opId":"w-4"}
 
-            """.utf8))
+                """.utf8))
 
         // Without --wait: fails at once, naming the holder.
         let refusedErr = directory.child("refused.err")
         let started = CrashSafetyTests.now()
-        let refused = try ChildProcess.run(TestSupport.teamlogExecutable, ["ingest", second, "--store", storePath],
-                                           stderr: refusedErr, timeout: 30)
+        let refused = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", second, "--store", storePath],
+            stderr: refusedErr, timeout: 30)
         let elapsed = CrashSafetyTests.now() - started
         let message = CrashSafetyTests.readText(refusedErr)
         #expect(refused.status == .exited(1))
@@ -167,8 +176,11 @@ import Glibc
         let waiter = try ChildProcess(
             TestSupport.teamlogExecutable, ["ingest", second, "--store", storePath, "--wait", "--emit", "events"],
             stderr: waiterErr)
-        try send(#"{"op":"team.update","actor":"wa","team":"w1","fields":{"name":"W1"},"ts":1767225601000,"opId":"w-2"}"#)
-        #expect(try StreamCrashTests.waitForOutput(writer, containing: #""seq":2"#, timeout: 30), "the first writer still writes")
+        try send(
+            #"{"op":"team.update","actor":"wa","team":"w1","fields":{"name":"W1"},"ts":1767225601000,"opId":"w-2"}"#)
+        #expect(
+            try StreamCrashTests.waitForOutput(writer, containing: #""seq":2"#, timeout: 30),
+            "the first writer still writes")
         #expect(try waiter.readLine(timeout: 1.0) == nil && !waiter.reachedEnd, "the waiting writer waits")
 
         feed.close()  // end of input: the first writer commits and exits
@@ -176,8 +188,11 @@ import Glibc
         #expect(writer.wait() == .exited(0), "\(CrashSafetyTests.readText(firstErr))")
         let records = try waiter.readToEnd(timeout: 60).compactMap { try? JSONParser.parse($0) }
         #expect(waiter.wait() == .exited(0), "\(CrashSafetyTests.readText(waiterErr))")
-        let answers = records.filter { $0["line"] != nil }.map { "\($0["kind"]!.stringValue!) \($0["seq"]?.intValue ?? 0) \($0["code"]?.stringValue ?? "")" }
-        #expect(answers == ["event 3 ", "rejected 0 teamExists"], "the waiter decided against the first writer's state")
+        let answers = records.filter { $0["line"] != nil }.map {
+            "\($0["kind"]!.stringValue!) \($0["seq"]?.intValue ?? 0) \($0["code"]?.stringValue ?? "")"
+        }
+        #expect(
+            answers == ["event 3 ", "rejected 0 teamExists"], "the waiter decided against the first writer's state")
 
         let store = try Store(path: storePath)
         defer { store.close() }
@@ -197,13 +212,19 @@ import Glibc
         let errPath = directory.child("stream.err")
         let ingest = try ChildProcess(
             TestSupport.teamlogExecutable,
-            ["ingest", "-", "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5", "--emit", "events"],
+            [
+                "ingest", "-", "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5", "--emit",
+                "events",
+            ],
             stdin: feed.stdin, stderr: errPath)
         var offset = 0
         func feedSome() throws {
-            offset = try feed.pump(workload, from: offset, to: min(offset + 2_048, workload.count), chunk: 2_048, draining: ingest)
+            offset = try feed.pump(
+                workload, from: offset, to: min(offset + 2_048, workload.count), chunk: 2_048, draining: ingest)
         }
-        while StreamCrashTests.events(ingest.lines) == 0 && offset < workload.count && !ingest.reachedEnd { try feedSome() }
+        while StreamCrashTests.events(ingest.lines) == 0 && offset < workload.count && !ingest.reachedEnd {
+            try feedSome()
+        }
 
         // Audits one after another while the stream keeps writing.
         var audits: [(status: ChildProcess.Status, lines: [String], eventsDuring: Int)] = []
@@ -223,9 +244,11 @@ import Glibc
         #expect(audits.count == 3, "three audits ran beside the stream")
         for (i, audit) in audits.enumerated() {
             #expect(audit.status == .exited(0), "audit \(i + 1): \(audit.lines)")
-            #expect(audit.lines.contains("chain: OK") && audit.lines.last == "audit OK", "audit \(i + 1): \(audit.lines)")
+            #expect(
+                audit.lines.contains("chain: OK") && audit.lines.last == "audit OK", "audit \(i + 1): \(audit.lines)")
         }
-        #expect(audits.contains { $0.eventsDuring > 0 }, "an audit overlapped with commits: \(audits.map(\.eventsDuring))")
+        #expect(
+            audits.contains { $0.eventsDuring > 0 }, "an audit overlapped with commits: \(audits.map(\.eventsDuring))")
         let store = try Store(path: storePath)
         defer { store.close() }
         #expect(try store.audit().ok)

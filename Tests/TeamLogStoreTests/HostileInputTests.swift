@@ -1,11 +1,11 @@
 import LMDB
 import TeamLog
 import TeamLogStore
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Hostile lines through a real `teamlog ingest`: every line gets exactly one record with the expected code
@@ -37,7 +37,8 @@ import Glibc
         let expectations = try readBytes(corpusDirectory + "/hostile.expected")
             .split(separator: 0x0A).map { String(decoding: $0, as: UTF8.self) }
         guard lines.count == expectations.count else {
-            throw StoreError("hostile.jsonl has \(lines.count) lines, hostile.expected \(expectations.count): regenerate both")
+            throw StoreError(
+                "hostile.jsonl has \(lines.count) lines, hostile.expected \(expectations.count): regenerate both")
         }
         return zip(lines, expectations).map { line, text in
             let code = String(text.prefix { $0 != " " && $0 != "#" })
@@ -62,47 +63,75 @@ import Glibc
         }
         let update = #"{"op":"team.update","actor":"giant","team":"big","fields":{"intro":""#
         var cases: [Case] = []
-        cases.append(Case(
-            line: text(#"{"op":"team.create","actor":"giant","team":"big","name":"Big","ts":1767400000000,"opId":"g-1"}"#),
-            expected: "event", comment: "setup: team big (a team: 2,000 members at most)"))
-        cases.append(Case(line: padded(update, UInt8(ascii: "x"), #""},"ts":1767400001000,"opId":"g-2"}"#, total: 2 * mebibyte),
-                          expected: "lineTooLong", comment: "a 2 MiB line"))
-        cases.append(Case(line: padded(update, UInt8(ascii: "y"), #""},"ts":1767400002000,"opId":"g-3"}"#, total: mebibyte),
-                          expected: "event", comment: "a valid line of exactly 1 MiB"))
-        cases.append(Case(line: padded(update, UInt8(ascii: "z"), #""},"ts":1767400003000,"opId":"g-4"}"#, total: mebibyte + 1),
-                          expected: "lineTooLong", comment: "a line of 1 MiB + 1 byte"))
-        cases.append(Case(
-            line: text(#"{"op":"team.invite","actor":"giant","team":"big","ts":1767400004000,"opId":"g-5","targets":["#
-                + ids(100_000) { "x\($0)" } + "]}"),
-            expected: "teamFull", comment: "100,000 valid ids invited into a team (2,000 at most)"))
-        cases.append(Case(
-            line: text(#"{"op":"team.invite","actor":"giant","team":"big","ts":1767400005000,"opId":"g-6","targets":["#
-                + ids(200_001) { _ in "a" } + "]}"),
-            expected: "badField", comment: "a list of 200,001 ids (200,000 at most)"))
-        cases.append(Case(
-            line: text(#"{"op":"team.invite","actor":"giant","team":"big","ts":1767400006000,"opId":"g-7","targets":["#
-                + ids(200_000) { _ in "a" } + "]}"),
-            expected: "event", comment: "a list of exactly 200,000 ids (one id, merged)"))
-        cases.append(Case(
-            line: text(#"{"op":"team.create","actor":"giant","team":"deep","ts":1767400007000,"x":"#)
-                + [UInt8](repeating: UInt8(ascii: "["), count: 100_000) + [UInt8](repeating: UInt8(ascii: "]"), count: 100_000)
-                + text("}"),
-            expected: "badJSON", comment: "arrays nested 100,000 deep"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.create","actor":"giant","team":"big","name":"Big","ts":1767400000000,"opId":"g-1"}"#),
+                expected: "event", comment: "setup: team big (a team: 2,000 members at most)"))
+        cases.append(
+            Case(
+                line: padded(update, UInt8(ascii: "x"), #""},"ts":1767400001000,"opId":"g-2"}"#, total: 2 * mebibyte),
+                expected: "lineTooLong", comment: "a 2 MiB line"))
+        cases.append(
+            Case(
+                line: padded(update, UInt8(ascii: "y"), #""},"ts":1767400002000,"opId":"g-3"}"#, total: mebibyte),
+                expected: "event", comment: "a valid line of exactly 1 MiB"))
+        cases.append(
+            Case(
+                line: padded(update, UInt8(ascii: "z"), #""},"ts":1767400003000,"opId":"g-4"}"#, total: mebibyte + 1),
+                expected: "lineTooLong", comment: "a line of 1 MiB + 1 byte"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.invite","actor":"giant","team":"big","ts":1767400004000,"opId":"g-5","targets":["#
+                        + ids(100_000) { "x\($0)" } + "]}"),
+                expected: "teamFull", comment: "100,000 valid ids invited into a team (2,000 at most)"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.invite","actor":"giant","team":"big","ts":1767400005000,"opId":"g-6","targets":["#
+                        + ids(200_001) { _ in "a" } + "]}"),
+                expected: "badField", comment: "a list of 200,001 ids (200,000 at most)"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.invite","actor":"giant","team":"big","ts":1767400006000,"opId":"g-7","targets":["#
+                        + ids(200_000) { _ in "a" } + "]}"),
+                expected: "event", comment: "a list of exactly 200,000 ids (one id, merged)"))
+        cases.append(
+            Case(
+                line: text(#"{"op":"team.create","actor":"giant","team":"deep","ts":1767400007000,"x":"#)
+                    + [UInt8](repeating: UInt8(ascii: "["), count: 100_000)
+                    + [UInt8](repeating: UInt8(ascii: "]"), count: 100_000)
+                    + text("}"),
+                expected: "badJSON", comment: "arrays nested 100,000 deep"))
         let keys = (0..<60_000).map { "\"k\($0)\":\($0)" }.joined(separator: ",")
-        cases.append(Case(line: text(#"{"op":"team.create","actor":"giant","team":"keys","ts":1767400008000,"opId":"g-8","#
-                                     + keys + "}"),
-                          expected: "event", comment: "60,000 ignored keys"))
-        cases.append(Case(line: text(#"{"op":"team.create","actor":"giant","team":"keys2","ts":1767400009000,"#
-                                     + keys + #","k0":1}"#),
-                          expected: "badJSON", comment: "60,000 keys, the first repeated at the end"))
-        cases.append(Case(
-            line: text(#"{"op":"team.update","actor":"giant","team":"big","fields":{"name":""#
-                + String(repeating: #"\u00e9"#, count: 100_000) + #""},"ts":1767400010000,"opId":"g-9"}"#),
-            expected: "event", comment: "a name of 100,000 escapes"))
-        cases.append(Case(line: text(#"{"op":"team.create","actor":"giant","team":"after","ts":1767400011000,"opId":"g-10"}"#),
-                          expected: "event", comment: "a valid op after the big ones"))
-        cases.append(Case(line: padded(update, UInt8(ascii: "w"), #""}}"#, total: 3 * mebibyte),
-                          expected: "lineTooLong", comment: "a 3 MiB last line without a newline"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.create","actor":"giant","team":"keys","ts":1767400008000,"opId":"g-8","#
+                        + keys + "}"),
+                expected: "event", comment: "60,000 ignored keys"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.create","actor":"giant","team":"keys2","ts":1767400009000,"#
+                        + keys + #","k0":1}"#),
+                expected: "badJSON", comment: "60,000 keys, the first repeated at the end"))
+        cases.append(
+            Case(
+                line: text(
+                    #"{"op":"team.update","actor":"giant","team":"big","fields":{"name":""#
+                        + String(repeating: #"\u00e9"#, count: 100_000) + #""},"ts":1767400010000,"opId":"g-9"}"#),
+                expected: "event", comment: "a name of 100,000 escapes"))
+        cases.append(
+            Case(
+                line: text(#"{"op":"team.create","actor":"giant","team":"after","ts":1767400011000,"opId":"g-10"}"#),
+                expected: "event", comment: "a valid op after the big ones"))
+        cases.append(
+            Case(
+                line: padded(update, UInt8(ascii: "w"), #""}}"#, total: 3 * mebibyte),
+                expected: "lineTooLong", comment: "a 3 MiB last line without a newline"))
         return cases
     }
 
@@ -130,7 +159,9 @@ import Glibc
                 #expect(opId != nil, "line \(i + 1) (\(c.comment)): a valid corpus op needs an opId")
             }
         }
-        let opIds = corpus.filter { $0.expected == "event" }.compactMap { try? JSONParser.parse($0.line)["opId"]?.stringValue }
+        let opIds = corpus.filter { $0.expected == "event" }.compactMap {
+            try? JSONParser.parse($0.line)["opId"]?.stringValue
+        }
         #expect(Set(opIds).count == opIds.count, "valid corpus ops have distinct opIds")
     }
 
@@ -144,9 +175,12 @@ import Glibc
         let run = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["ingest", file, "--store", storePath],
             stderr: directory.child("ingest.err"), timeout: 300)
-        try Self.check(cases, output: run.lines, status: run.status,
-                       stderr: CrashSafetyTests.readText(directory.child("ingest.err")), storePath: storePath)
-        print("hostile inputs tried: \(cases.count) lines (\(cases.count - generated.count) from the corpus, \(generated.count) generated)")
+        try Self.check(
+            cases, output: run.lines, status: run.status,
+            stderr: CrashSafetyTests.readText(directory.child("ingest.err")), storePath: storePath)
+        print(
+            "hostile inputs tried: \(cases.count) lines (\(cases.count - generated.count) from the corpus, \(generated.count) generated)"
+        )
     }
 
     @Test func hostileLinesThroughAStreamingIngest() throws {
@@ -156,7 +190,8 @@ import Glibc
         let errPath = directory.child("ingest.err")
         let feed = try LiveFeed(.fifo, path: directory.child("in.fifo"))
         let child = try ChildProcess(
-            TestSupport.teamlogExecutable, ["ingest", "-", "--store", storePath, "--follow", "--batch-size", "7", "--emit", "events"],
+            TestSupport.teamlogExecutable,
+            ["ingest", "-", "--store", storePath, "--follow", "--batch-size", "7", "--emit", "events"],
             stdin: feed.stdin, stderr: errPath)
         let bytes = Self.input(cases)
         let written = try feed.pump(bytes, from: 0, to: bytes.count, chunk: 1 << 15, draining: child)
@@ -166,8 +201,9 @@ import Glibc
         let status = child.wait()
         #expect(written == bytes.count, "the child stopped reading after \(written) of \(bytes.count) bytes")
         #expect(ended, "the stream did not end within 120 s of its input's end")
-        try Self.check(cases, output: child.lines, status: status, stderr: CrashSafetyTests.readText(errPath),
-                       storePath: storePath)
+        try Self.check(
+            cases, output: child.lines, status: status, stderr: CrashSafetyTests.readText(errPath),
+            storePath: storePath)
     }
 
     /// Event times are integers up to Int64.max; one near it must not crash the run (members sync adds the
@@ -183,22 +219,27 @@ import Glibc
             #"{"op":"clock.tick","actor":"o","opId":"t-7"}"#,
             #"{"op":"team.update","actor":"o","team":"late","fields":{"intro":"after"},"opId":"t-8"}"#,
         ]
-        let cases = lines.enumerated().map { Case(line: Array($0.element.utf8), expected: "event", comment: "line \($0.offset + 1)") }
+        let cases = lines.enumerated().map {
+            Case(line: Array($0.element.utf8), expected: "event", comment: "line \($0.offset + 1)")
+        }
         let directory = TemporaryDirectory("hostile-time")
         let file = directory.child("late.jsonl")
         try CrashSafetyTests.writeFile(file, Self.input(cases) + [0x0A])
         let run = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["ingest", file, "--store", directory.child("store"), "--emit", "events"],
             stderr: directory.child("ingest.err"), timeout: 60)
-        try Self.check(cases, output: run.lines, status: run.status,
-                       stderr: CrashSafetyTests.readText(directory.child("ingest.err")), storePath: directory.child("store"))
+        try Self.check(
+            cases, output: run.lines, status: run.status,
+            stderr: CrashSafetyTests.readText(directory.child("ingest.err")), storePath: directory.child("store"))
     }
 
     // MARK: Checking a run
 
     /// Checks one ingest run of `cases` (line n = cases[n - 1]) and the store it wrote.
-    static func check(_ cases: [Case], output: [String], status: ChildProcess.Status, stderr: String,
-                      storePath: String) throws {
+    static func check(
+        _ cases: [Case], output: [String], status: ChildProcess.Status, stderr: String,
+        storePath: String
+    ) throws {
         #expect(status == .exited(0), "ingest \(status): \(stderr.prefix(1_000))")
         var byLine: [Int: [JSONValue]] = [:]
         var counts = (events: 0, rejected: 0, duplicates: 0)
@@ -226,14 +267,32 @@ import Glibc
                 let reasons = records.compactMap { $0["reason"]?.stringValue.map { String($0.prefix(120)) } }
                 mismatches.append("line \(i + 1) (\(c.comment)): expected \(c.expected), got \(got) \(reasons)")
             }
+            // A rejection names the line's opId when it can be read as a valid id (not from a line too long
+            // to parse), and null otherwise.
+            if let record = records.first, record["kind"]?.stringValue == "rejected" {
+                var opId: JSONValue = .null
+                if c.expected != "lineTooLong", case .string(let id)? = (try? JSONParser.parse(c.line))?["opId"],
+                    Ids.problem(id) == nil
+                {
+                    opId = .string(id)
+                }
+                if record["opId"] != opId {
+                    let named = record["opId"]?.jsonString ?? "nothing"
+                    mismatches.append(
+                        "line \(i + 1) (\(c.comment)): rejection names opId \(named), not \(opId.jsonString)")
+                }
+            }
         }
-        #expect(mismatches.isEmpty,
-                "\(mismatches.count) lines without their expected record:\n\(mismatches.prefix(25).joined(separator: "\n"))")
+        #expect(
+            mismatches.isEmpty,
+            "\(mismatches.count) lines without their expected record:\n\(mismatches.prefix(25).joined(separator: "\n"))"
+        )
         #expect(Set(byLine.keys).isSubset(of: Set(1...cases.count)), "records name lines that do not exist")
         let lastAnswered = cases.indices.last { cases[$0].expected != "-" }.map { $0 + 1 }
         #expect(byLine.keys.max() == lastAnswered, "the run answered every line to the end")
-        #expect(stderr.contains("accepted \(counts.events), rejected \(counts.rejected), duplicates \(counts.duplicates),"),
-                "summary: \(stderr.prefix(300))")
+        #expect(
+            stderr.contains("accepted \(counts.events), rejected \(counts.rejected), duplicates \(counts.duplicates),"),
+            "summary: \(stderr.prefix(300))")
 
         // Nothing valid was lost: every accepted line's opId is in the log at the seq it was printed with.
         let store = try Store(path: storePath)

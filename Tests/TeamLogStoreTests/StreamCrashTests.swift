@@ -1,11 +1,11 @@
 import LMDB
 import TeamLog
 import TeamLogStore
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `teamlog ingest --follow` killed with SIGKILL at 20 seeded points of a live feed: the store reopens
@@ -48,7 +48,8 @@ import Glibc
             TestSupport.teamlogExecutable, ["ingest", file, "--store", storePath, "--emit", "none"],
             stderr: directory.child("clean.err"), timeout: 300)
         guard clean.status == .exited(0) else {
-            throw ChildProcessError("clean ingest \(clean.status): \(CrashSafetyTests.readText(directory.child("clean.err")))")
+            throw ChildProcessError(
+                "clean ingest \(clean.status): \(CrashSafetyTests.readText(directory.child("clean.err")))")
         }
         let store = try Store(path: storePath)
         defer { store.close() }
@@ -122,13 +123,17 @@ import Glibc
         outcomes.sort { $0.point.index < $1.point.index }
 
         for outcome in outcomes {
-            #expect(outcome.killedByTest, "\(outcome.point): the stream ended on its own before the kill: \(outcome.childStatus)")
+            #expect(
+                outcome.killedByTest,
+                "\(outcome.point): the stream ended on its own before the kill: \(outcome.childStatus)")
             #expect(outcome.problems.isEmpty, "\(outcome.point): \(outcome.problems.joined(separator: "; "))")
         }
         let survived = outcomes.filter { $0.problems.isEmpty }.count
         let killed = outcomes.filter(\.killedByTest).count
         let detail = outcomes.map { "#\($0.point.index): \($0.printedEvents) printed ≤ \($0.committed) committed" }
-        print("crash points survived: \(survived) of \(outcomes.count) (killed by SIGKILL: \(killed)) — \(detail.joined(separator: ", "))")
+        print(
+            "crash points survived: \(survived) of \(outcomes.count) (killed by SIGKILL: \(killed)) — \(detail.joined(separator: ", "))"
+        )
         #expect(survived == Self.crashPoints)
     }
 
@@ -154,8 +159,10 @@ import Glibc
         // backtracer holding the output pipe open (for its 30 s timeout).
         let child = try ChildProcess(
             TestSupport.teamlogExecutable,
-            ["ingest", feed.argument, "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5",
-             "--emit", "events"],
+            [
+                "ingest", feed.argument, "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5",
+                "--emit", "events",
+            ],
             environment: ["SWIFT_BACKTRACE": "enable=no"], stdin: feed.stdin, stderr: errPath)
         // Feed the whole workload (paced by the pipe, or appended as fast as it goes) and kill `delayMs` after
         // the child printed the event of line `point.line` or a later one: mid-stream, at a seeded place.
@@ -210,9 +217,12 @@ import Glibc
             let committed = try store.checkpoint().seq
             outcome.committed = committed
             if let seq = printedSeqs.first(where: { $0 > committed }) {
-                outcome.problems.append("printed seq \(seq) is not committed (checkpoint \(committed)): printed output was lost")
+                outcome.problems.append(
+                    "printed seq \(seq) is not committed (checkpoint \(committed)): printed output was lost")
             }
-            if committed > reference.seq { outcome.problems.append("committed \(committed) > clean run's \(reference.seq)") }
+            if committed > reference.seq {
+                outcome.problems.append("committed \(committed) > clean run's \(reference.seq)")
+            }
             let committedOpIds = try CrashSafetyTests.opIds(of: store)
             if committedOpIds != Array(reference.logOpIds.prefix(Int(committed))) {
                 outcome.problems.append("the committed log is not a prefix of the clean run's")
@@ -237,7 +247,8 @@ import Glibc
             TestSupport.teamlogExecutable, ["ingest", file, "--store", storePath, "--emit", "events"],
             stderr: directory.child("rerun.err"), timeout: 300)
         if rerun.status != .exited(0) {
-            outcome.problems.append("re-feed \(rerun.status): \(CrashSafetyTests.readText(directory.child("rerun.err")).prefix(600))")
+            outcome.problems.append(
+                "re-feed \(rerun.status): \(CrashSafetyTests.readText(directory.child("rerun.err")).prefix(600))")
         }
         let records = rerun.lines.compactMap { try? JSONParser.parse($0) }
         let duplicates = records.filter { $0["kind"]?.stringValue == "duplicate" }.count
@@ -275,21 +286,27 @@ import Glibc
         let feed = try LiveFeed(.fifo, path: directory.child("in.fifo"))
         let child = try ChildProcess(
             TestSupport.teamlogExecutable,
-            ["ingest", "-", "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5", "--emit", "events"],
+            [
+                "ingest", "-", "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5", "--emit",
+                "events",
+            ],
             stdin: feed.stdin, stderr: errPath)
 
-        // Feed in 1 KiB writes until 300 events are out (the stop handler is installed by then), then stop
-        // writing with most of the workload unsent and send SIGTERM.
+        // Feed in 16 KiB writes until 300 events are out (the stop handler is installed by then), then stop
+        // writing with most of the workload unsent and send SIGTERM while the child holds read lines.
         var offset = 0
         while !child.reachedEnd, offset < reference.workload.count, Self.events(child.lines) < 300 {
-            offset = try feed.pump(reference.workload, from: offset, to: min(offset + 1024, reference.workload.count),
-                                   chunk: 1024, draining: child)
+            offset = try feed.pump(
+                reference.workload, from: offset, to: min(offset + (1 << 14), reference.workload.count),
+                chunk: 1 << 14, draining: child)
         }
         #expect(offset < reference.workload.count, "the SIGTERM should come mid-feed")
         child.kill(SIGTERM)
         let finished = Self.readToEnd(child, timeout: 20)
         if !finished { child.kill(SIGKILL) }
         let status = child.wait()
+        // What the child took out of the FIFO is what it read: the rest is still in the pipe.
+        let consumed = offset - (try feed.readBack())
         feed.close()
         let stderr = CrashSafetyTests.readText(errPath)
         #expect(finished, "the stream did not end within 20 s of SIGTERM")
@@ -306,6 +323,14 @@ import Glibc
         #expect(committed >= 300)
         #expect(stderr.contains("accepted \(committed),"), "the summary counts what was committed: \(stderr)")
         #expect(try CrashSafetyTests.opIds(of: store) == Array(reference.logOpIds.prefix(Int(committed))))
+
+        // Every complete line it took from the pipe was answered (committed or rejected), not dropped: a
+        // producer on a pipe cannot send it again.
+        let linesRead = reference.workload[..<consumed].count(where: { $0 == 0x0A })
+        let answered = printed.compactMap { $0["line"]?.intValue }.max() ?? 0
+        #expect(
+            Int(answered) == linesRead,
+            "the child read \(linesRead) complete lines (\(consumed) bytes) from the FIFO but answered \(answered)")
     }
 
     /// A writer that stalls in the middle of an over-long line must not keep the stream from stopping.
@@ -318,12 +343,16 @@ import Glibc
             TestSupport.teamlogExecutable,
             ["ingest", "-", "--store", storePath, "--follow", "--flush-ms", "5", "--emit", "events"],
             stdin: feed.stdin, stderr: errPath)
-        let first = Array(#"{"op":"team.create","actor":"o","team":"t","ts":1767225600000,"opId":"long-1"}"#.utf8) + [0x0A]
+        let first =
+            Array(#"{"op":"team.create","actor":"o","team":"t","ts":1767225600000,"opId":"long-1"}"#.utf8) + [0x0A]
         _ = try feed.pump(first, from: 0, to: first.count, chunk: first.count, draining: child)
-        #expect(try Self.waitForOutput(child, containing: #""kind":"event""#, timeout: 20), "the first op is committed and printed")
+        #expect(
+            try Self.waitForOutput(child, containing: #""kind":"event""#, timeout: 20),
+            "the first op is committed and printed")
 
         // 1.5 MiB of one line, no newline: over the 1 MiB limit, and the writer stalls there.
-        let long = Array(#"{"op":"team.update","actor":"o","team":"t","fields":{"intro":""#.utf8)
+        let long =
+            Array(#"{"op":"team.update","actor":"o","team":"t","fields":{"intro":""#.utf8)
             + [UInt8](repeating: UInt8(ascii: "x"), count: 3 << 19)
         _ = try feed.pump(long, from: 0, to: long.count, chunk: 1 << 16, draining: child)
         let settle = Self.now() + 0.3
@@ -423,6 +452,25 @@ final class LiveFeed {
             }
         }
         return offset
+    }
+
+    /// Reads back and discards what is still in the FIFO (what its reader did not take); returns the count.
+    func readBack() throws -> Int {
+        precondition(kind == .fifo, "only a FIFO can be read back")
+        var total = 0
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if n > 0 {
+                total += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else if n == 0 || errno == EAGAIN {
+                return total
+            } else {
+                throw ChildProcessError("read \(path): \(String(cString: strerror(errno)))")
+            }
+        }
     }
 
     /// Closes the writing end: the FIFO's reader sees the end of its input.

@@ -1,11 +1,11 @@
 import LMDB
 import TeamLog
 import TeamLogStore
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A log changed behind the store's back — one byte flipped in `data.mdb`, a record deleted, two records
@@ -30,14 +30,16 @@ import Glibc
     static func build() throws -> Built {
         var built = Built()
         var lines = TeamWorkloadProbe.lines(count: 600, seed: seed)
-        lines.insert(#"{"op":"team.create","actor":"u1","team":"tamper7","name":"\#(marker)","ts":1767225600000,"opId":"tamper-7"}"#,
-                     at: 300)
+        lines.insert(
+            #"{"op":"team.create","actor":"u1","team":"tamper7","name":"\#(marker)","ts":1767225600000,"opId":"tamper-7"}"#,
+            at: 300)
         try CrashSafetyTests.writeFile(built.inputPath, Array(lines.joined(separator: "\n").utf8) + [0x0A])
         let run = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["ingest", built.inputPath, "--store", built.storePath, "--emit", "none"],
             stderr: built.directory.child("build.err"), timeout: 120)
         guard run.status == .exited(0) else {
-            throw ChildProcessError("building the store: \(run.status): \(CrashSafetyTests.readText(built.directory.child("build.err")))")
+            throw ChildProcessError(
+                "building the store: \(run.status): \(CrashSafetyTests.readText(built.directory.child("build.err")))")
         }
         let store = try Store(path: built.storePath)
         defer { store.close() }
@@ -66,8 +68,9 @@ import Glibc
         let data = built.storePath + "/data.mdb"
         var bytes = try HostileInputTests.readBytes(data)
         let copies = Self.occurrences(of: record, in: bytes)
-        let markerOffset = try #require(Self.occurrences(of: Array(Self.marker.utf8), in: record).first,
-                                        "the event payload holds the team name")
+        let markerOffset = try #require(
+            Self.occurrences(of: Array(Self.marker.utf8), in: record).first,
+            "the event payload holds the team name")
         #expect(!copies.isEmpty, "the log record's bytes are found in data.mdb")
         for copy in copies { bytes[copy + markerOffset] ^= 0x20 }  // "TAMPER-7" → "tAMPER-7"
         try Self.overwrite(data, with: bytes, at: copies.map { $0 + markerOffset })
@@ -76,7 +79,9 @@ import Glibc
         do {
             let store = try Store(path: built.storePath)
             defer { store.close() }
-            #expect(store.refusal?.description.contains("refusing to append") == true, "\(String(describing: store.refusal))")
+            #expect(
+                store.refusal?.description.contains("refusing to append") == true,
+                "\(String(describing: store.refusal))")
             #expect(try store.verifyChain()?.seq == k)
             let audit = try store.audit()
             #expect(!audit.ok)
@@ -140,9 +145,12 @@ import Glibc
     // MARK: Shared checks
 
     /// `teamlog audit` exits 1 and prints the broken seq.
-    static func expectCLIAudit(_ built: Built, names seq: UInt64, _ words: String,
-                               sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", built.storePath], timeout: 60)
+    static func expectCLIAudit(
+        _ built: Built, names seq: UInt64, _ words: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let audit = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", built.storePath], timeout: 60)
         #expect(audit.status == .exited(1), sourceLocation: sourceLocation)
         let broken = audit.lines.first { $0.hasPrefix("chain: BROKEN at seq \(seq):") }
         #expect(broken?.contains(words) == true, "\(audit.lines)", sourceLocation: sourceLocation)
@@ -152,13 +160,17 @@ import Glibc
     /// A writer refuses to append onto the broken chain: exit 2, and the store is left as it was.
     static func expectIngestRefused(_ built: Built, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let file = built.directory.child("more.jsonl")
-        try CrashSafetyTests.writeFile(file, Array(#"{"op":"team.create","actor":"u2","team":"more","ts":1767325600000,"opId":"more-1"}"#.utf8) + [0x0A])
+        try CrashSafetyTests.writeFile(
+            file,
+            Array(#"{"op":"team.create","actor":"u2","team":"more","ts":1767325600000,"opId":"more-1"}"#.utf8) + [0x0A])
         let err = built.directory.child("refused.err")
-        let ingest = try ChildProcess.run(TestSupport.teamlogExecutable, ["ingest", file, "--store", built.storePath],
-                                          stderr: err, timeout: 60)
+        let ingest = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", file, "--store", built.storePath],
+            stderr: err, timeout: 60)
         #expect(ingest.status == .exited(2), sourceLocation: sourceLocation)
-        #expect(CrashSafetyTests.readText(err).contains("refusing to append"), "\(CrashSafetyTests.readText(err))",
-                sourceLocation: sourceLocation)
+        #expect(
+            CrashSafetyTests.readText(err).contains("refusing to append"), "\(CrashSafetyTests.readText(err))",
+            sourceLocation: sourceLocation)
         #expect(ingest.lines.isEmpty, sourceLocation: sourceLocation)
         var options = Store.Options()
         options.readOnly = true
@@ -168,16 +180,22 @@ import Glibc
 
     /// `teamlog repair` cuts the log before `seq`; audit is OK, a writer works again, and feeding the whole
     /// input again restores exactly the untouched store.
-    static func expectRepairAndRefeed(_ built: Built, cutAt seq: UInt64,
-                                      sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let repair = try ChildProcess.run(TestSupport.teamlogExecutable, ["repair", "--store", built.storePath], timeout: 60)
+    static func expectRepairAndRefeed(
+        _ built: Built, cutAt seq: UInt64,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let repair = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["repair", "--store", built.storePath], timeout: 60)
         #expect(repair.status == .exited(0), sourceLocation: sourceLocation)
-        #expect(repair.lines.first?.hasPrefix("chain broken at seq \(seq):") == true, "\(repair.lines)",
-                sourceLocation: sourceLocation)
-        #expect(repair.lines.contains { $0.hasPrefix("kept \(seq - 1) events;") }, "\(repair.lines)",
-                sourceLocation: sourceLocation)
+        #expect(
+            repair.lines.first?.hasPrefix("chain broken at seq \(seq):") == true, "\(repair.lines)",
+            sourceLocation: sourceLocation)
+        #expect(
+            repair.lines.contains { $0.hasPrefix("kept \(seq - 1) events;") }, "\(repair.lines)",
+            sourceLocation: sourceLocation)
 
-        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", built.storePath], timeout: 60)
+        let audit = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", built.storePath], timeout: 60)
         #expect(audit.status == .exited(0), "\(audit.lines)", sourceLocation: sourceLocation)
         #expect(audit.lines.contains("chain: OK") && audit.lines.last == "audit OK", sourceLocation: sourceLocation)
 
@@ -197,8 +215,9 @@ import Glibc
         #expect(try CrashSafetyTests.opIds(of: store) == built.logOpIds, sourceLocation: sourceLocation)
         let tables = try CrashSafetyTests.storedTables(store)
         for table in ProjectionTable.allCases {
-            #expect(tables[table] == built.tables[table], "\(table.rawValue) after repair and re-feed",
-                    sourceLocation: sourceLocation)
+            #expect(
+                tables[table] == built.tables[table], "\(table.rawValue) after repair and re-feed",
+                sourceLocation: sourceLocation)
         }
     }
 
