@@ -40,11 +40,7 @@ extension Store {
             var report = AuditReport(seq: meta.lastSeq, events: replay.events, chainProblem: replay.problem,
                                      checkpointProblem: nil, tables: [])
             if replay.problem == nil {
-                if UInt64(replay.events) != meta.lastSeq {
-                    report.checkpointProblem = "checkpoint says seq \(meta.lastSeq) but the log ends at \(replay.events)"
-                } else if replay.lastHash != meta.lastHash {
-                    report.checkpointProblem = "checkpoint hash differs from the log's last hash"
-                }
+                report.checkpointProblem = Self.checkpointProblem(meta, records: UInt64(replay.events), lastHash: replay.lastHash)?.message
             }
             let rebuilt = ProjectionCodec.allRecords(replay.world)
             for table in ProjectionTable.allCases {

@@ -10,39 +10,22 @@ extension Store {
     public func verifyChain() throws -> ChainProblem? {
         try env.read { txn in
             let meta = try dbs.readMeta(txn)
-            var hash = HashChain.genesis
-            var expected: UInt64 = 1
-            var problem: ChainProblem?
-            try txn.forEach(dbs.log.handle) { key, value in
-                guard key.count == 8, (try? BigEndianUInt64.decode(key)) == expected else {
-                    let seq = (try? BigEndianUInt64.decode(key)) ?? 0
-                    problem = ChainProblem(
-                        seq: expected, message: seq > expected ? "record missing (next stored record is \(seq))" : "record out of order (\(seq))")
-                    return false
-                }
-                guard let record = LogRecord(value) else {
-                    problem = ChainProblem(seq: expected, message: "record too short to hold its hash")
-                    return false
-                }
-                let next = HashChain.next(previous: hash, seq: expected, payload: record.payload)
-                guard next.elementsEqual(record.hash) else {
-                    problem = ChainProblem(seq: expected, message: "hash mismatch: the record or one before it was changed")
-                    return false
-                }
-                hash = next
-                expected += 1
-                return true
-            }
-            if problem == nil {
-                if expected - 1 != meta.lastSeq {
-                    problem = ChainProblem(seq: min(expected, meta.lastSeq + 1),
-                                           message: "checkpoint says seq \(meta.lastSeq) but the log ends at \(expected - 1)")
-                } else if hash != meta.lastHash {
-                    problem = ChainProblem(seq: meta.lastSeq, message: "checkpoint hash differs from the log's last hash")
-                }
-            }
+            let walk = try walkChain(in: txn) { _, _ in }
+            let problem = walk.problem ?? Self.checkpointProblem(meta, records: walk.records, lastHash: walk.lastHash)
             return problem
         }
+    }
+
+    /// A checkpoint that does not name the end of a sound log: wrong seq or wrong hash.
+    static func checkpointProblem(_ meta: Meta, records: UInt64, lastHash: [UInt8]) -> ChainProblem? {
+        if records != meta.lastSeq {
+            return ChainProblem(seq: min(records + 1, meta.lastSeq + 1),
+                                message: "checkpoint says seq \(meta.lastSeq) but the log ends at \(records)")
+        }
+        if lastHash != meta.lastHash {
+            return ChainProblem(seq: meta.lastSeq, message: "checkpoint hash differs from the log's last hash")
+        }
+        return nil
     }
 
     /// What `repair` did.

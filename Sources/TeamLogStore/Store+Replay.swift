@@ -22,24 +22,18 @@ extension Store {
         public var lastHash: [UInt8]
     }
 
-    /// Reads the committed log from seq 1 (through `upTo` when given), verifying each record's seq
-    /// continuity and chained hash, and applies every event to a fresh state with this store's config.
-    /// `progress` is called every 65,536 events with the count so far.
-    public func replay(upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
-        try env.read { txn in try replay(in: txn, upTo: upTo, progress: progress) }
-    }
-
-    /// Replays inside a given read snapshot.
-    public func replay(in txn: Transaction, upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
-        var world = World(config: world.config)
-        world.wantsDeliveries = false
+    /// Walks the committed log from seq 1 (through `upTo` when given) in a snapshot, checking seq
+    /// continuity and every chained hash; calls `body` with each good record's seq and encoded event, and
+    /// stops at the first problem. The one place the chain is verified: replay, export and the writer's
+    /// check at open all use it.
+    func walkChain(
+        in txn: Transaction, upTo: UInt64? = nil, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void
+    ) throws -> (records: UInt64, lastHash: [UInt8], problem: ChainProblem?) {
         var hash = HashChain.genesis
         var expected: UInt64 = 1
         var problem: ChainProblem?
-        var scratch: [Output] = []
         try txn.forEach(dbs.log.handle) { key, value in
-            let seq: UInt64
-            do { seq = try BigEndianUInt64.decode(key) } catch {
+            guard key.count == 8, let seq = try? BigEndianUInt64.decode(key) else {
                 problem = ChainProblem(seq: expected, message: "log key is not an 8-byte seq")
                 return false
             }
@@ -59,20 +53,40 @@ extension Store {
                 problem = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
                 return false
             }
+            try body(seq, record.payload)
+            hash = next
+            expected += 1
+            return true
+        }
+        return (expected - 1, hash, problem)
+    }
+
+    /// Reads the committed log from seq 1 (through `upTo` when given), verifying the chain, and applies
+    /// every event to a fresh state with this store's config. `progress` is called every 65,536 events.
+    public func replay(upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
+        try env.read { txn in try replay(in: txn, upTo: upTo, progress: progress) }
+    }
+
+    /// Replays inside a given read snapshot.
+    public func replay(in txn: Transaction, upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
+        var world = World(config: world.config)
+        world.wantsDeliveries = false
+        var scratch: [Output] = []
+        var undecodable: ChainProblem?
+        let walk = try walkChain(in: txn, upTo: upTo) { seq, payload in
+            guard undecodable == nil else { return }
             let event: Event
-            do { event = try EventCodec.decode(seq: seq, record.payload) } catch {
-                problem = ChainProblem(seq: seq, message: "undecodable event: \(error)")
-                return false
+            do { event = try EventCodec.decode(seq: seq, payload) } catch {
+                undecodable = ChainProblem(seq: seq, message: "undecodable event: \(error)")
+                return
             }
             scratch.removeAll(keepingCapacity: true)
             world.apply(event, into: &scratch)
-            hash = next
-            expected += 1
-            if expected & 0xFFFF == 0 { progress?(Int(expected - 1)) }
-            return true
+            if seq & 0xFFFF == 0 { progress?(Int(seq)) }
         }
         world.dirty = []
-        return Replay(world: world, events: Int(expected - 1), problem: problem, lastHash: hash)
+        let events = undecodable.map { Int($0.seq - 1) } ?? Int(walk.records)
+        return Replay(world: world, events: events, problem: undecodable ?? walk.problem, lastHash: walk.lastHash)
     }
 
     /// Visits committed events from `from` through `to` in one snapshot, verifying the hash chain from
@@ -80,27 +94,10 @@ extension Store {
     public func forEachEvent(from: UInt64 = 1, to: UInt64? = nil, _ body: (Event) throws -> Void,
                              problem: (ChainProblem) -> Void = { _ in }) throws {
         try env.read { txn in
-            var hash = HashChain.genesis
-            var expected: UInt64 = 1
-            var stop: ChainProblem?
-            try txn.forEach(dbs.log.handle) { key, value in
-                let seq = try BigEndianUInt64.decode(key)
-                if let to, seq > to { return false }
-                guard seq == expected, let record = LogRecord(value) else {
-                    stop = ChainProblem(seq: expected, message: "record missing or out of order")
-                    return false
-                }
-                let next = HashChain.next(previous: hash, seq: seq, payload: record.payload)
-                guard next.elementsEqual(record.hash) else {
-                    stop = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
-                    return false
-                }
-                hash = next
-                expected += 1
-                if seq >= from { try body(try EventCodec.decode(seq: seq, record.payload)) }
-                return true
+            let walk = try walkChain(in: txn, upTo: to) { seq, payload in
+                if seq >= from { try body(try EventCodec.decode(seq: seq, payload)) }
             }
-            if let stop { problem(stop) }
+            if let p = walk.problem { problem(p) }
         }
     }
 
