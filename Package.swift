@@ -59,6 +59,12 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "teamlog-bench",
+            dependencies: ["TeamLog", "TeamLogStore", "TeamLogWorkload", "LMDB"],
+            path: "tools/Bench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "teamlog-gen",
             dependencies: ["TeamLog", "TeamLogWorkload"],
             path: "tools/Gen",

@@ -131,6 +131,9 @@ extension World {
         fanOut.run(team.bits, FanOut.Message(
             senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
             onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
+        stats.messages += 1
+        stats.memberDecisions += team.memberCount
+        stats.deliveries += MemberBits.count(fanOut.receivers)
 
         // Counting and last message: from the receivers alone (alert mode plays no part). The conversation
         // is changed in place: a copy would duplicate its seq lists on every message.
@@ -182,6 +185,9 @@ extension World {
             touch(.userConv(user, key))
         }
         let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
+        stats.messages += 1
+        stats.memberDecisions += 2
+        stats.deliveries += receives ? 1 : 0
         if convs[key] == nil {
             convs[key] = ConvState()
             touch(.conv(key))
@@ -261,6 +267,9 @@ extension World {
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
         for user in removed { setIndividualLast(user, key, ref) }
+        stats.messages += 1
+        stats.memberDecisions += team.memberCount + removed.count
+        stats.deliveries += team.memberCount + removed.count
         guard wantsDeliveries else { return }
         fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
         var delivery = teamDelivery(team, seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId)

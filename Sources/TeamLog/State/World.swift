@@ -38,6 +38,8 @@ public struct World: Sendable {
     /// Build `delivery` outputs with user lists (off for replays and `--emit events|none`: the fan-out,
     /// counting and projections are the same either way).
     public var wantsDeliveries: Bool = true
+    /// Work counters for benchmarks (not state: never stored or compared).
+    public var stats = FanOutStats()
     /// Scratch buffers of the fan-out core.
     var fanOut = FanOut()
     /// The actor of the event being applied (for tips).
@@ -84,4 +86,13 @@ extension World {
 
     /// A user's online devices.
     public func devices(of user: String) -> [String] { presence[user]?.devices ?? [] }
+}
+
+/// How much fan-out work applying events did: messages and tips fanned out, per-member decisions
+/// (receive + alert, one per member of the conversation), and deliveries (receivers).
+public struct FanOutStats: Sendable, Equatable {
+    public var messages = 0
+    public var memberDecisions = 0
+    public var deliveries = 0
+    public init() {}
 }

@@ -1,0 +1,284 @@
+// teamlog-bench: on one generated workload, in one process, teamlog against its baselines.
+//
+//   swift run -c release teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]
+//
+// Reports ops/s, member-decisions/s, deliveries/s, replay (audit) events/s, peak memory, store bytes per
+// event and stream commit latency, beside the raw-LMDB-append limit and a naive per-member fan-out; writes
+// `bench.md` (a BENCHMARKS.md-ready table) and `bench.svg` (a chart) to --out.
+
+import LMDB
+import TeamLog
+import TeamLogStore
+import TeamLogWorkload
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func now() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+func peakRSSMiB() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return Double(usage.ru_maxrss) / 1024
+}
+
+func tempDir(_ name: String) -> String {
+    var template = Array("/tmp/teamlog-bench-\(name)-XXXXXX".utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    return String(cString: made!)
+}
+
+func removeTree(_ path: String) {
+    guard let dir = opendir(path) else { return }
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+        if name != "." && name != ".." { unlink(path + "/" + name) }
+    }
+    closedir(dir)
+    rmdir(path)
+}
+
+func fmt(_ x: Double, _ digits: Int = 0) -> String {
+    if digits == 0 { return String(Int(x.rounded())).reversed().enumerated().map { $0.offset > 0 && $0.offset % 3 == 0 ? "\($0.element)," : "\($0.element)" }.reversed().joined() }
+    var scale = 1.0
+    for _ in 0..<digits { scale *= 10 }
+    let n = Int((x * scale).rounded())
+    let frac = String(abs(n) % Int(scale))
+    return "\(n / Int(scale)).\(String(repeating: "0", count: digits - frac.count))\(frac)"
+}
+
+struct Row {
+    var name: String
+    var value: Double
+    var unit: String
+    var note: String
+}
+
+func run() throws {
+    var ops = 200_000
+    var options = MixedWorkload.Options()
+    options.maxTeam = 20_000
+    var outDir = "."
+    var args = CommandLine.arguments.dropFirst().makeIterator()
+    while let a = args.next() {
+        switch a {
+        case "--ops": ops = Int(args.next()!)!
+        case "--seed": options.seed = UInt64(args.next()!)!
+        case "--max-team": options.maxTeam = Int(args.next()!)!
+        case "--out": outDir = args.next()!
+        default:
+            print("usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]")
+            exit(2)
+        }
+    }
+    let batch = 10_000
+    print("generating \(ops) ops (seed \(options.seed), supergroups up to \(options.maxTeam) members)…")
+    var workload = MixedWorkload(options: options)
+    var lines: [[UInt8]] = []
+    lines.reserveCapacity(ops)
+    for _ in 0..<ops { lines.append(Array(workload.next().utf8)) }
+    let bytes = lines.reduce(0) { $0 + $1.count + 1 }
+
+    // 1. JSON Lines parsing alone.
+    var t = now()
+    var parsed: [Op] = []
+    parsed.reserveCapacity(ops)
+    for line in lines {
+        if case .success(let op) = line.withUnsafeBytes({ OpParser.parse(line: $0) }) { parsed.append(op) }
+    }
+    let parseSeconds = now() - t
+
+    // 2. teamlog on pre-parsed ops: decide + log + projections + fan-out, durable batches, no output.
+    let dirA = tempDir("ops")
+    defer { removeTree(dirA) }
+    var storeOptions = Store.Options()
+    storeOptions.mapSize = 1 << 30
+    let store = try Store(path: dirA, options: storeOptions)
+    store.wantsDeliveries = false
+    t = now()
+    var accepted = 0
+    for (i, op) in parsed.enumerated() {
+        if case .accepted = try store.submit(op, now: 0) { accepted += 1 }
+        if (i + 1) % batch == 0 { try store.commit() }
+    }
+    try store.commit()
+    let opsSeconds = now() - t
+    let stats = store.world.stats
+    let storeBytes = store.env.usedBytes
+
+    // 3. JSON Lines end to end: parse + decide + store + project + fan-out, through the processor.
+    let dirB = tempDir("jsonl")
+    defer { removeTree(dirB) }
+    let storeB = try Store(path: dirB, options: storeOptions)
+    var popts = Processor.Options()
+    popts.emit = .none
+    popts.batchSize = batch
+    let processor = Processor(store: storeB, options: popts, clock: { 0 }) { _ in }
+    t = now()
+    for (i, line) in lines.enumerated() { try processor.process(.text(number: i + 1, bytes: line)) }
+    try processor.commit()
+    let jsonlSeconds = now() - t
+    storeB.close()
+
+    // 4. The limit: raw LMDB appends of the same encoded event records, same batches, durable commits.
+    var records: [[UInt8]] = []
+    try store.env.read { txn in
+        try txn.forEach(store.env.openHandle("log", create: false)) { _, value in
+            records.append(Array(value))
+            return true
+        }
+    }
+    let dirC = tempDir("raw")
+    defer { removeTree(dirC) }
+    var envOptions = Environment.Options()
+    envOptions.mapSize = 1 << 30
+    let raw = try Environment(path: dirC, options: envOptions)
+    let rawLog = try raw.openHandle("log")
+    t = now()
+    var seq: UInt64 = 0
+    var start = 0
+    while start < records.count {
+        let end = min(start + batch, records.count)
+        try raw.write { txn in
+            for r in records[start..<end] {
+                seq += 1
+                try txn.put(rawLog, key: BigEndianUInt64.encoded(seq), value: r, flags: .append)
+            }
+        }
+        start = end
+    }
+    let rawSeconds = now() - t
+
+    // 5. Replay (audit) of the whole log.
+    t = now()
+    let report = try store.audit()
+    let auditSeconds = now() - t
+    precondition(report.ok, "audit failed")
+
+    // 6. The fan-out core vs a naive per-member dictionary loop, on the biggest team of the run.
+    let biggest = store.world.teams.values.filter { !$0.dismissed }.max { $0.memberCount < $1.memberCount }!
+    var fan = FanOut()
+    let coreMessages = 20_000
+    t = now()
+    var sink = 0
+    for i in 0..<coreMessages {
+        let slot = i % max(1, biggest.slots.count)
+        fan.run(biggest.bits, FanOut.Message(senderSlot: slot, senderIsAdmin: i % 50 == 0))
+        sink &+= Int(fan.alerted[0] & 1)
+    }
+    let coreSeconds = now() - t
+    var naive: [String: Member] = [:]
+    for m in biggest.slots.compactMap({ $0 }) { naive[m.user] = m }
+    let roster = biggest.roster.map(\.user)
+    let naiveMessages = max(1, coreMessages / 100)
+    t = now()
+    for i in 0..<naiveMessages {
+        let sender = roster[i % roster.count]
+        let senderAdmin = naive[sender]!.role.isAdmin
+        for user in roster where user != sender {
+            let m = naive[user]!
+            if m.notify == .none || (m.notify == .managerOnly && !senderAdmin) { continue }
+            sink &+= 1
+        }
+    }
+    let naiveSeconds = now() - t
+
+    // 7. Stream mode: commit latency at a fixed offered rate (group commit every 2 ms or 1,000 ops).
+    let dirD = tempDir("stream")
+    defer { removeTree(dirD) }
+    let storeD = try Store(path: dirD, options: storeOptions)
+    storeD.wantsDeliveries = false
+    let offered = 50_000.0
+    let streamOps = min(parsed.count, 100_000)
+    var latencies: [Double] = []
+    var batchStart: Double?
+    let begin = now()
+    var i = 0
+    while i < streamOps {
+        let due = begin + Double(i) / offered
+        let clock = now()
+        if clock < due {
+            if let b = batchStart, clock - b >= 0.002 {
+                try storeD.commit()
+                latencies.append(now() - b)
+                batchStart = nil
+            }
+            continue
+        }
+        _ = try storeD.submit(parsed[i], now: 0)
+        if batchStart == nil { batchStart = due }
+        i += 1
+        if storeD.pendingCount >= 1_000 || now() - batchStart! >= 0.002 {
+            try storeD.commit()
+            latencies.append(now() - batchStart!)
+            batchStart = nil
+        }
+    }
+    if let b = batchStart {
+        try storeD.commit()
+        latencies.append(now() - b)
+    }
+    latencies.sort()
+    let p50 = latencies[latencies.count / 2] * 1000
+    let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1000
+
+    let rows = [
+        Row(name: "teamlog ops (pre-parsed, durable batches)", value: Double(parsed.count) / opsSeconds, unit: "ops/s",
+            note: "≥ 25% of the raw limit: \(fmt(100 * (Double(parsed.count) / opsSeconds) / (Double(records.count) / rawSeconds), 1))%"),
+        Row(name: "raw LMDB MDB_APPEND (the limit)", value: Double(records.count) / rawSeconds, unit: "records/s", note: "same bytes, same batches"),
+        Row(name: "JSON Lines end to end", value: Double(lines.count) / jsonlSeconds, unit: "ops/s", note: "target ≥ 400,000"),
+        Row(name: "JSON parsing alone", value: Double(lines.count) / parseSeconds, unit: "lines/s", note: "\(fmt(Double(bytes) / parseSeconds / 1e6, 1)) MB/s"),
+        Row(name: "member decisions (in ingest)", value: Double(stats.memberDecisions) / opsSeconds, unit: "decisions/s", note: "\(fmt(Double(stats.messages))) messages and tips"),
+        Row(name: "deliveries (in ingest)", value: Double(stats.deliveries) / opsSeconds, unit: "deliveries/s", note: ""),
+        Row(name: "fan-out core, \(biggest.memberCount) members", value: Double(biggest.memberCount * coreMessages) / coreSeconds, unit: "decisions/s",
+            note: "\(fmt(coreSeconds / Double(coreMessages) * 1e9)) ns/message; \(fmt((Double(biggest.memberCount * coreMessages) / coreSeconds) / (Double(biggest.memberCount * naiveMessages) / naiveSeconds), 0))× the naive loop"),
+        Row(name: "naive per-member loop", value: Double(biggest.memberCount * naiveMessages) / naiveSeconds, unit: "decisions/s", note: "dictionary lookup per member"),
+        Row(name: "replay (audit)", value: Double(report.events) / auditSeconds, unit: "events/s", note: "target ≥ 2,000,000"),
+        Row(name: "stream commit latency p50 / p99", value: p99, unit: "ms (p99)", note: "p50 \(fmt(p50, 2)) ms at \(fmt(offered)) ops/s offered; target p99 ≤ 5 ms"),
+        Row(name: "store size", value: Double(storeBytes) / Double(max(1, accepted)), unit: "bytes/event", note: "\(fmt(Double(storeBytes) / 1e6, 1)) MB for \(fmt(Double(accepted))) events"),
+        Row(name: "peak memory", value: peakRSSMiB(), unit: "MiB", note: "whole process"),
+    ]
+    var table = "| measure | value | unit | note |\n|---|---:|---|---|\n"
+    for r in rows { table += "| \(r.name) | \(fmt(r.value, r.value < 100 ? 2 : 0)) | \(r.unit) | \(r.note) |\n" }
+    print("\nteamlog-bench: \(fmt(Double(ops))) ops (\(fmt(Double(accepted))) accepted), seed \(options.seed), batches of \(batch)\n")
+    print(table)
+    if sink == -1 { print("") }
+    let md = "## teamlog-bench (\(fmt(Double(ops))) ops, seed \(options.seed))\n\n" + table
+    writeFile(outDir + "/bench.md", md)
+    writeFile(outDir + "/bench.svg", chart([
+        ("raw LMDB append", Double(records.count) / rawSeconds), ("teamlog ops", Double(parsed.count) / opsSeconds),
+        ("JSON Lines e2e", Double(lines.count) / jsonlSeconds), ("replay", Double(report.events) / auditSeconds),
+    ]))
+    print("wrote \(outDir)/bench.md and \(outDir)/bench.svg")
+}
+
+func writeFile(_ path: String, _ text: String) {
+    guard let f = fopen(path, "w") else { return }
+    _ = Array(text.utf8).withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
+    fclose(f)
+}
+
+/// A horizontal bar chart of rates (events or ops per second).
+func chart(_ bars: [(String, Double)]) -> String {
+    let width = 640.0
+    let top = bars.map(\.1).max() ?? 1
+    var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width) + 260)\" height=\"\(bars.count * 34 + 20)\" font-family=\"sans-serif\" font-size=\"13\">\n"
+    for (i, (name, value)) in bars.enumerated() {
+        let y = 10 + i * 34
+        let w = max(1, value / top * width)
+        svg += "<text x=\"0\" y=\"\(y + 17)\">\(name)</text>\n"
+        svg += "<rect x=\"140\" y=\"\(y)\" width=\"\(fmt(w, 1))\" height=\"24\" fill=\"#4a7bd0\"/>\n"
+        svg += "<text x=\"\(fmt(150 + w, 1))\" y=\"\(y + 17)\">\(fmt(value)) /s</text>\n"
+    }
+    return svg + "</svg>\n"
+}
+
+do { try run() } catch {
+    print("teamlog-bench: \(error)")
+    exit(1)
+}
