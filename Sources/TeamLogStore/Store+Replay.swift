@@ -82,9 +82,10 @@ extension Store {
             }
             scratch.removeAll(keepingCapacity: true)
             world.apply(event, into: &scratch)
+            if seq & 0x3FF == 0 { world.clearChanges() }  // a replay writes nothing: keep the change sets small
             if seq & 0xFFFF == 0 { progress?(Int(seq)) }
         }
-        world.dirty = []
+        world.clearChanges()
         let events = undecodable.map { Int($0.seq - 1) } ?? Int(walk.records)
         return Replay(world: world, events: events, problem: undecodable ?? walk.problem, lastHash: walk.lastHash)
     }

@@ -93,7 +93,7 @@ public final class Store {
                 "the log's hash chain is broken at \(problem); refusing to append onto it. "
                     + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild")
         }
-        world.dirty = []
+        world.clearChanges()
     }
 
     /// Whether accepted messages produce `delivery` outputs with user lists (`--emit all`); the state is
@@ -167,9 +167,10 @@ public final class Store {
     /// write transaction. After a failure the store refuses further work (its memory is ahead of disk).
     public func commit() throws {
         if let failed { throw failed }
-        guard !pendingEvents.isEmpty || !world.dirty.isEmpty || !pendingOpIds.isEmpty else { return }
+        guard !pendingEvents.isEmpty || !world.dirty.isEmpty || !world.appended.isEmpty || !pendingOpIds.isEmpty
+        else { return }
         // Encode before the transaction: `write` may run its body again after growing the map.
-        let changes = world.dirty.map { ProjectionCodec.record($0, in: world) }
+        let changes = (Array(world.dirty) + world.appended).map { ProjectionCodec.record($0, in: world) }
         let checkpoint = Meta(lastSeq: world.lastSeq, lastTs: world.lastTs, lastHash: lastHash, config: nil)
         let events = pendingEvents
         let opIds = pendingOpIds
@@ -192,7 +193,7 @@ public final class Store {
             failed = failure
             throw failure
         }
-        world.dirty = []
+        world.clearChanges()
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
         committedSeq = world.lastSeq

@@ -101,7 +101,7 @@ func benchmark() {
         e.seq = world.lastSeq + 1
         world.apply(e, into: &out)
         out.removeAll(keepingCapacity: true)
-        world.dirty.removeAll(keepingCapacity: true)
+        world.clearChanges()
     }
     let applySeconds = now() - t0
 

@@ -35,6 +35,9 @@ public struct World: Sendable {
     public internal(set) var userTeams: [String: Set<String>] = [:]
     /// Records changed since the store last drained this set.
     public var dirty: Set<ProjectionKey> = []
+    /// Append-only index records added since the store last drained them (each key is new, so no set
+    /// is needed to deduplicate them: hashing them was the largest cost of `touch`).
+    public var appended: [ProjectionKey] = []
     /// Build `delivery` outputs with user lists (off for replays and `--emit events|none`: the fan-out,
     /// counting and projections are the same either way).
     public var wantsDeliveries: Bool = true
@@ -52,7 +55,16 @@ public struct World: Sendable {
     /// Marks a record as changed.
     @inline(__always)
     mutating func touch(_ key: ProjectionKey) {
-        dirty.insert(key)
+        switch key {
+        case .counted, .own, .directed: appended.append(key)
+        default: dirty.insert(key)
+        }
+    }
+
+    /// Forgets which records changed (after the store wrote them, or after a replay or restore).
+    public mutating func clearChanges() {
+        dirty.removeAll(keepingCapacity: true)
+        appended.removeAll(keepingCapacity: true)
     }
 }
 
@@ -76,7 +88,7 @@ extension World {
             }
         }
         recomputeSyncDeadline()
-        dirty = []
+        clearChanges()
     }
 }
 
