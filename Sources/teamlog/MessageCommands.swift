@@ -6,21 +6,14 @@ import TeamLogStore
 struct Unread: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "A user's unread counts per conversation, and the total.")
 
-    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var query: QueryOptions
 
     @Argument(help: "The user id.")
     var user: String
 
-    @Flag(help: "Print the SPEC §5 JSON shape.")
-    var json = false
-
-    @Option(help: "Answer as of this seq (a replay of the log up to it).")
-    var at: UInt64?
-
     func run() throws {
-        let store = try openForQuery(storeOptions.path)
-        let view = try at.map { try replayed(store, $0).unreadView(user) } ?? store.unreadView(user)
-        if json { return try printOut(view.jsonString) }
+        let view = try query.answer({ try $0.unreadView(user) }, { $0.unreadView(user) }, missing: "")
+        if query.json { return try printOut(view.jsonString) }
         var lines = ["\(user): \(TeamTable.text(view["total"])) unread"]
         for c in view["conversations"]?.arrayValue ?? [] {
             let to = "\(TeamTable.text(c["to"]?["type"])):\(TeamTable.text(c["to"]?["id"]))"
@@ -35,24 +28,16 @@ struct Unread: ParsableCommand {
 struct Receipts: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Read and unread receivers of a needReceipt team message.")
 
-    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var query: QueryOptions
 
     @Argument(help: "The message id.")
     var messageId: String
 
-    @Flag(help: "Print the SPEC §5 JSON shape.")
-    var json = false
-
-    @Option(help: "Answer as of this seq (a replay of the log up to it).")
-    var at: UInt64?
-
     func run() throws {
-        let store = try openForQuery(storeOptions.path)
-        guard let view = try at.map({ try replayed(store, $0).receiptsView(messageId) }) ?? store.receiptsView(messageId) else {
-            printErr("teamlog: no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
-            throw ExitCode(1)
-        }
-        if json { return try printOut(view.jsonString) }
+        let view = try query.answer(
+            { try $0.receiptsView(messageId) }, { $0.receiptsView(messageId) },
+            missing: "no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
+        if query.json { return try printOut(view.jsonString) }
         let names = { (key: String) in (view[key]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ") }
         try printOut("""
             \(messageId): \(TeamTable.text(view["read"])) read, \(TeamTable.text(view["unread"])) unread
@@ -84,24 +69,15 @@ struct Message: ParsableCommand {
 struct Channel: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "A signaling channel: members and pending invitations.")
 
-    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var query: QueryOptions
 
     @Argument(help: "The channel id.")
     var channel: String
 
-    @Flag(help: "Print the SPEC §5 JSON shape.")
-    var json = false
-
-    @Option(help: "Answer as of this seq (a replay of the log up to it).")
-    var at: UInt64?
-
     func run() throws {
-        let store = try openForQuery(storeOptions.path)
-        guard let view = try at.map({ try replayed(store, $0).channelView(channel) }) ?? store.channelView(channel) else {
-            printErr("teamlog: no channel \(channel)")
-            throw ExitCode(1)
-        }
-        if json { return try printOut(view.jsonString) }
+        let view = try query.answer({ try $0.channelView(channel) }, { $0.channelView(channel) },
+                                    missing: "no channel \(channel)")
+        if query.json { return try printOut(view.jsonString) }
         let members = (view["members"]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
         var lines = ["channel \(channel) (\(TeamTable.text(view["kind"])))\(view["closed"]?.boolValue == true ? " closed" : "")",
                      "  members: \(members.isEmpty ? "-" : members)"]

@@ -6,25 +6,14 @@ import TeamLogStore
 struct Team: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show a team: information, modes and members.")
 
-    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var query: QueryOptions
 
     @Argument(help: "The team id.")
     var team: String
 
-    @Flag(help: "Print the SPEC §5 JSON shape.")
-    var json = false
-
-    @Option(help: "Answer as of this seq (a replay of the log up to it).")
-    var at: UInt64?
-
     func run() throws {
-        let store = try openForQuery(storeOptions.path)
-        let found = try at.map { try replayed(store, $0).teamView(team) } ?? store.teamView(team)
-        guard let view = found else {
-            printErr("teamlog: no team \(team)")
-            throw ExitCode(1)
-        }
-        if json {
+        let view = try query.answer({ try $0.teamView(team) }, { $0.teamView(team) }, missing: "no team \(team)")
+        if query.json {
             try printOut(view.jsonString)
         } else {
             try printOut(TeamTable.render(view))

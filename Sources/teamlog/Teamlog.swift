@@ -1,4 +1,6 @@
 import ArgumentParser
+import TeamLog
+import TeamLogStore
 
 /// The `teamlog` command: parsing and printing only; the work is in `TeamLogStore` and `TeamLog`.
 @main
@@ -16,4 +18,26 @@ struct StoreOptions: ParsableArguments {
     var store: String?
 
     var path: String { store ?? environment("TEAMLOG_STORE") ?? "./teamlog-store" }
+}
+
+/// `--store`, `--json` and `--at SEQ`, shared by the query commands.
+struct QueryOptions: ParsableArguments {
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Flag(help: "Print the SPEC §5 JSON shape.")
+    var json = false
+
+    @Option(help: "Answer as of this seq (a replay of the log up to it).")
+    var at: UInt64?
+
+    /// The answer from the stored projections, or with `--at` from a replay up to that seq; `missing`
+    /// is printed (exit 1) when there is none.
+    func answer(_ live: (Store) throws -> JSONValue?, _ past: (World) -> JSONValue?, missing: String) throws -> JSONValue {
+        let store = try openForQuery(storeOptions.path)
+        guard let view = try at.map({ past(try replayed(store, $0)) }) ?? live(store) else {
+            printErr("teamlog: \(missing)")
+            throw ExitCode(1)
+        }
+        return view
+    }
 }

@@ -1,0 +1,96 @@
+import Testing
+import TeamLog
+import TestSupport
+
+/// The `teamlog` commands as a user runs them: the shipped examples through `ingest`, every query's
+/// `--json` shape and exit status, `--at`, and `log` exported into a new store that audits equal.
+@Suite struct CLITests {
+    static let exe = TestSupport.teamlogExecutable
+
+    /// The repository's `tools/examples` directory, from this file's path.
+    static var examples: String {
+        let path = #filePath
+        let root = path.split(separator: "/").dropLast(3).joined(separator: "/")
+        return "/" + root + "/tools/examples"
+    }
+
+    func run(_ args: [String], stdin: String? = nil) throws -> (ChildProcess.Status, [String]) {
+        try ChildProcess.run(Self.exe, args, stdin: stdin, timeout: 60)
+    }
+
+    func json(_ args: [String]) throws -> JSONValue {
+        let (status, lines) = try run(args)
+        #expect(status == .exited(0), "\(args)")
+        return try JSONParser.parse(try #require(lines.first))
+    }
+
+    @Test func messagesExampleThroughEveryQuery() throws {
+        let dir = TemporaryDirectory()
+        let store = dir.child("store")
+        let (status, records) = try run(["ingest", Self.examples + "/messages.jsonl", "--store", store])
+        #expect(status == .exited(0))
+        let kinds = records.compactMap { try? JSONParser.parse($0)["kind"]?.stringValue }
+        #expect(kinds.filter { $0 == "rejected" }.count == 2)
+        #expect(kinds.contains("delivery"))
+
+        let team = try json(["team", "ops", "--json", "--store", store])
+        #expect(team["owner"]?.stringValue == "alice")
+        #expect(team["memberCount"]?.intValue == 4)
+        let dave = try json(["unread", "dave", "--json", "--store", store])
+        #expect(dave["total"]?.intValue == 1)
+        let receipts = try json(["receipts", "m1", "--json", "--store", store])
+        #expect(receipts.jsonString == #"{"messageId":"m1","read":1,"unread":2,"readUsers":["bob"],"unreadUsers":["alice","dave"]}"#)
+        let before = try json(["receipts", "m1", "--json", "--at", "8", "--store", store])
+        #expect(before["read"]?.intValue == 0)
+        let message = try json(["message", "m1", "--store", store])
+        #expect(message["hasChanged"]?.boolValue == true)
+
+        #expect(try run(["team", "nope", "--store", store]).0 == .exited(1))
+        #expect(try run(["receipts", "nope", "--store", store]).0 == .exited(1))
+        #expect(try run(["team", "ops", "--store", dir.child("missing")]).0 != .exited(0))
+        #expect(try run(["audit", "--store", store]).0 == .exited(0))
+    }
+
+    @Test func callExampleAndChannelQuery() throws {
+        let dir = TemporaryDirectory()
+        let store = dir.child("store")
+        let (status, records) = try run(["ingest", Self.examples + "/call.jsonl", "--store", store])
+        #expect(status == .exited(0))
+        #expect(records.contains { $0.contains(#""event":"membersSync""#) })
+        let channel = try json(["channel", "call1", "--json", "--store", store])
+        #expect(channel.jsonString == #"{"channel":"call1","kind":"video","closed":false,"members":["alice"],"pendingInvites":[]}"#)
+        let earlier = try json(["channel", "call1", "--json", "--at", "7", "--store", store])
+        #expect(earlier["members"] == .array([.string("alice"), .string("bob")]))
+    }
+
+    @Test func exportedLogRebuildsAnEqualStore() throws {
+        let dir = TemporaryDirectory()
+        let a = dir.child("a")
+        let b = dir.child("b")
+        for file in ["messages.jsonl", "call.jsonl"] {
+            #expect(try run(["ingest", Self.examples + "/" + file, "--store", a, "--emit", "none"]).0 == .exited(0))
+        }
+        let (status, lines) = try run(["log", "--store", a])
+        #expect(status == .exited(0))
+        let exported = dir.child("log.jsonl")
+        let text = lines.joined(separator: "\n") + "\n"
+        let fd = open(exported, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        #expect(try run(["ingest", exported, "--store", b, "--emit", "none"]).0 == .exited(0))
+        #expect(try run(["audit", "--store", b]).0 == .exited(0))
+        for user in ["alice", "bob", "carol", "dave"] {
+            #expect(try json(["unread", user, "--json", "--store", a]) == json(["unread", user, "--json", "--store", b]))
+        }
+        #expect(try json(["team", "ops", "--json", "--store", a]) == json(["team", "ops", "--json", "--store", b]))
+        #expect(try json(["channel", "call1", "--json", "--store", a]) == json(["channel", "call1", "--json", "--store", b]))
+        let teamOnly = try run(["log", "--store", a, "--team", "ops"]).1
+        #expect(!teamOnly.isEmpty && teamOnly.allSatisfy { !$0.contains("channel.") && !$0.contains("client.") })
+        let window = try run(["log", "--store", a, "--from", "5", "--to", "6"]).1
+        #expect(window.count == 2)
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
