@@ -62,20 +62,18 @@ public final class Processor {
 
     /// Handles one input line.
     public func process(_ line: LineReader.Line) throws {
-        switch line {
-        case .tooLong(let number, let length):
-            summary.lines += 1
-            reject(number, nil, Rejection(.lineTooLong, "line is \(length) bytes, over the \(OpParser.maxLineBytes)-byte limit"))
-        case .text(let number, let bytes):
-            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }  // blank lines are not ops
-            summary.lines += 1
-            let (result, opId) = bytes.withUnsafeBytes { OpParser.parseLine($0) }
-            switch result {
-            case .failure(let rejection):
-                reject(number, opId, rejection)
-            case .success(let op):
-                try submit(op, line: number)
-            }
+        try process(ParsedLine.parse(line))
+    }
+
+    /// Handles one input line that was already read and parsed.
+    public func process(_ parsed: ParsedLine) throws {
+        guard let result = parsed.result else { return }  // blank lines are not ops
+        summary.lines += 1
+        switch result {
+        case .failure(let rejection):
+            reject(parsed.number, parsed.opId, rejection)
+        case .success(let op):
+            try submit(op, line: parsed.number)
         }
     }
 
@@ -152,11 +150,20 @@ public final class Processor {
         try commit()
     }
 
-    /// Reads every line of `reader`, then commits.
+    /// Reads every line of `reader`, then commits. Reading and parsing run on a second thread, a few
+    /// chunks ahead of this one, which decides, applies and commits in input order.
     public func run(_ reader: inout LineReader) throws {
-        while let line = try reader.next() {
-            try process(line)
+        let pipeline = ParsePipeline(reader: reader)
+        pipeline.start()
+        do {
+            while let chunk = try pipeline.next() {
+                for parsed in chunk { try process(parsed) }
+            }
+        } catch {
+            pipeline.finish()
+            throw error
         }
+        pipeline.finish()
         try commit()
     }
 
