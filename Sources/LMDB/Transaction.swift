@@ -205,3 +205,38 @@ public final class Cursor {
         try key.withUnsafeBytes { kb in try move(MDB_SET_RANGE, key: kb) }
     }
 }
+
+/// A read transaction kept across many lookups: `reset` releases its snapshot (so the writer can commit
+/// and grow the map), `renew` takes a fresh one. Saves a transaction begin and end per lookup on hot
+/// paths; the owner must `reset` it before writing through the same environment.
+public final class ReadSnapshot: Transaction {
+    private var active = true
+
+    /// Releases the snapshot; the handle stays for `renew`.
+    public func reset() {
+        guard active else { return }
+        mdb_txn_reset(txn)
+        active = false
+    }
+
+    /// Takes a fresh snapshot (seeing every commit so far).
+    public func renew() throws {
+        guard !active else { return }
+        var rc = mdb_txn_renew(txn)
+        if rc == MDB_MAP_RESIZED {
+            try environment.adoptResize()
+            rc = mdb_txn_renew(txn)
+        }
+        try check(rc, "mdb_txn_renew")
+        active = true
+    }
+
+    deinit { abort() }
+}
+
+extension Environment {
+    /// Begins a long-lived read snapshot (see `ReadSnapshot`).
+    public func snapshot() throws -> ReadSnapshot {
+        try ReadSnapshot(env: self, parent: nil, flags: UInt32(MDB_RDONLY))
+    }
+}

@@ -56,6 +56,8 @@ public final class Store {
     private var pendingOutputsScratch: [Output] = []
     private var failed: StoreError?
     private var writerLock: WriterLock?
+    /// A read snapshot kept for opId lookups between commits (renewed after each one).
+    private var lookup: ReadSnapshot?
 
     /// Opens (creating when missing) the store in directory `path` and loads its projections.
     /// With `loadState` false (queries) the projections stay on disk and `world` holds only the checkpoint.
@@ -110,6 +112,7 @@ public final class Store {
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
         failed = failed ?? StoreError("store was closed")
+        lookup = nil
         writerLock?.release()
         writerLock = nil
     }
@@ -160,7 +163,9 @@ public final class Store {
     /// The first outcome of an op submitted with `opId`, if any.
     public func outcome(opId: String) throws -> OpIdOutcome? {
         if let outcome = pendingOpIds[opId] { return outcome }
-        return try env.read { txn in try txn.get(dbs.opIds, opId) }
+        if writerLock == nil { return try env.read { txn in try txn.get(dbs.opIds, opId) } }
+        if lookup == nil { lookup = try env.snapshot() }
+        return try lookup!.get(dbs.opIds, opId)
     }
 
     /// Makes every pending op durable: events, opId index, changed projections and checkpoint in one
@@ -174,6 +179,7 @@ public final class Store {
         let checkpoint = Meta(lastSeq: world.lastSeq, lastTs: world.lastTs, lastHash: lastHash, config: nil)
         let events = pendingEvents
         let opIds = pendingOpIds
+        lookup?.reset()  // no read transaction of this process may be open while the map grows
         do {
             try env.write { txn in
                 for (seq, value) in events {
@@ -194,6 +200,7 @@ public final class Store {
             throw failure
         }
         world.clearChanges()
+        try lookup?.renew()
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
         committedSeq = world.lastSeq

@@ -119,10 +119,15 @@ func run() throws {
     popts.emit = .none
     popts.batchSize = batch
     let processor = Processor(store: storeB, options: popts, clock: { 0 }) { _ in }
+    let file = dirB + "/ops.jsonl"
+    writeFile(file, lines.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n") + "\n")
+    let fd = open(file, O_RDONLY)
+    var reader = LineReader(fd: fd)
     t = now()
-    for (i, line) in lines.enumerated() { try processor.process(.text(number: i + 1, bytes: line)) }
-    try processor.commit()
+    try processor.run(&reader)  // the CLI's path: reading and parsing on a second thread
     let jsonlSeconds = now() - t
+    close(fd)
+    unlink(file)
     storeB.close()
 
     // 4. The limit: raw LMDB appends of the same encoded event records, same batches, durable commits.
