@@ -27,7 +27,8 @@ public enum BigEndianUInt64: LMDBCodec {
 
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws -> UInt64 {
         guard bytes.count == 8 else {
-            throw LMDBError(code: .decoding, message: "expected 8 bytes, got \(bytes.count)", context: "BigEndianUInt64")
+            throw LMDBError(
+                code: .decoding, message: "expected 8 bytes, got \(bytes.count)", context: "BigEndianUInt64")
         }
         return UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self))
     }

@@ -1,9 +1,9 @@
 internal import CLMDB
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// An LMDB environment: one directory holding `data.mdb` and `lock.mdb`.
@@ -51,7 +51,8 @@ public final class Environment: @unchecked Sendable {
         self.options = options
         if !options.readOnly {
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
-                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "mkdir \(path)")
+                throw LMDBError(
+                    code: .system(errno), message: String(cString: strerror(errno)), context: "mkdir \(path)")
             }
         }
         var handle: OpaquePointer?

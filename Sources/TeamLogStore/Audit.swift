@@ -1,6 +1,6 @@
+import Crypto
 public import LMDB
 public import TeamLog
-import Crypto
 
 /// `teamlog audit`: verify the hash chain, replay the log into fresh projections and compare them with
 /// the stored ones, table by table, in one read snapshot (so it runs beside a live writer).
@@ -37,10 +37,12 @@ extension Store {
         try env.read { txn in
             let meta = try dbs.readMeta(txn)
             let replay = try replay(in: txn, progress: progress)
-            var report = AuditReport(seq: meta.lastSeq, events: replay.events, chainProblem: replay.problem,
-                                     checkpointProblem: nil, tables: [])
+            var report = AuditReport(
+                seq: meta.lastSeq, events: replay.events, chainProblem: replay.problem,
+                checkpointProblem: nil, tables: [])
             if replay.problem == nil {
-                report.checkpointProblem = Self.checkpointProblem(meta, records: UInt64(replay.events), lastHash: replay.lastHash)?.message
+                report.checkpointProblem =
+                    Self.checkpointProblem(meta, records: UInt64(replay.events), lastHash: replay.lastHash)?.message
             }
             let rebuilt = ProjectionCodec.allRecords(replay.world)
             for table in ProjectionTable.allCases {
@@ -76,21 +78,26 @@ extension Store {
             let (rk, rv) = replayed[j]
             if key.elementsEqual(rk) {
                 if !value.elementsEqual(rv) {
-                    difference = "\(table.rawValue) \(name(rk)): stored \(Self.describe(table, rk, Array(value))) vs replayed \(Self.describe(table, rk, rv))"
+                    difference =
+                        "\(table.rawValue) \(name(rk)): stored \(Self.describe(table, rk, Array(value))) vs replayed \(Self.describe(table, rk, rv))"
                 }
                 j += 1
             } else if key.lexicographicallyPrecedes(rk) {
-                difference = "\(table.rawValue) \(name(Array(key))): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
+                difference =
+                    "\(table.rawValue) \(name(Array(key))): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
             } else {
-                difference = "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
+                difference =
+                    "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
             }
             return true
         }
         if difference == nil && j < replayed.count {
             let (rk, rv) = replayed[j]
-            difference = "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
+            difference =
+                "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
         }
-        let digest = count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
+        let digest =
+            count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
         return AuditReport.TableResult(table: table.rawValue, records: count, digest: digest, difference: difference)
     }
 
@@ -103,7 +110,8 @@ extension Store {
                     // Needs its team to restore; decode the member alone.
                     let user = String(decoding: key.split(separator: 0, maxSplits: 1).last ?? [], as: UTF8.self)
                     let m = try ProjectionCodec.decodeMember(user: user, v)
-                    return "{role \(m.role.rawValue), notify \(m.notify.rawValue), mutedUntil \(m.mutedUntil.map(String.init) ?? "none"), joinSeq \(m.joinSeq), slot \(m.slot)}"
+                    return
+                        "{role \(m.role.rawValue), notify \(m.notify.rawValue), mutedUntil \(m.mutedUntil.map(String.init) ?? "none"), joinSeq \(m.joinSeq), slot \(m.slot)}"
                 }
                 if table == .teams {
                     try ProjectionCodec.restore(table, key: k, value: v, into: &w)

@@ -29,7 +29,7 @@ public enum OpIdOutcomeCodec: LMDBCodec {
     public static func decode(_ bytes: UnsafeRawBufferPointer) throws -> OpIdOutcome {
         if bytes.count == 8 { return .accepted(seq: try BigEndianUInt64.decode(bytes)) }
         guard bytes.first == 0xFF, let zero = bytes.firstIndex(of: 0),
-              let code = RejectionCode(rawValue: String(decoding: bytes[1..<zero], as: UTF8.self))
+            let code = RejectionCode(rawValue: String(decoding: bytes[1..<zero], as: UTF8.self))
         else {
             throw LMDBError(code: .decoding, message: "bad opId outcome", context: "OpIdOutcomeCodec")
         }

@@ -1,9 +1,9 @@
 public import TeamLog
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One input line, read and parsed.
@@ -20,10 +20,13 @@ public struct ParsedLine: Sendable {
         case .tooLong(let number, let length):
             return ParsedLine(
                 number: number,
-                result: .failure(Rejection(.lineTooLong, "line is \(length) bytes, over the \(OpParser.maxLineBytes)-byte limit")),
+                result: .failure(
+                    Rejection(.lineTooLong, "line is \(length) bytes, over the \(OpParser.maxLineBytes)-byte limit")),
                 opId: nil)
         case .text(let number, let bytes):
-            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return ParsedLine(number: number, result: nil, opId: nil) }
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) {
+                return ParsedLine(number: number, result: nil, opId: nil)
+            }
             let (result, opId) = bytes.withUnsafeBytes { OpParser.parseLine($0) }
             return ParsedLine(number: number, result: result, opId: opId)
         }
@@ -66,11 +69,13 @@ final class ParsePipeline: @unchecked Sendable {
     /// Starts the reading thread.
     func start() {
         let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { raw in
-            let pipeline = Unmanaged<ParsePipeline>.fromOpaque(raw!).takeRetainedValue()
-            pipeline.produce()
-            return nil
-        }, box)
+        pthread_create(
+            &thread, nil,
+            { raw in
+                let pipeline = Unmanaged<ParsePipeline>.fromOpaque(raw!).takeRetainedValue()
+                pipeline.produce()
+                return nil
+            }, box)
     }
 
     private func produce() {

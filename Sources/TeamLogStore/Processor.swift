@@ -1,9 +1,9 @@
 public import TeamLog
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The batch processor: lines in, SPEC §4 records out, committing every `batchSize` ops.
@@ -44,8 +44,10 @@ public final class Processor {
     public private(set) var summary = Summary()
 
     /// Processes into `store`; `sink` receives committed output bytes (JSON lines).
-    public init(store: Store, options: Options = Options(), clock: @escaping () -> Int64 = Processor.wallClock,
-                sink: @escaping ([UInt8]) throws -> Void) {
+    public init(
+        store: Store, options: Options = Options(), clock: @escaping () -> Int64 = Processor.wallClock,
+        sink: @escaping ([UInt8]) throws -> Void
+    ) {
         self.store = store
         self.options = options
         store.wantsDeliveries = options.emit == .all
@@ -84,7 +86,9 @@ public final class Processor {
             reject(line, op.opId, rejection)
             if op.opId != nil { try countTowardBatch() }
         case .rejectedBefore(let rejection):
-            reject(line, op.opId, Rejection(rejection.code, rejection.reason + " (opId \(op.opId ?? "") was rejected before)"))
+            reject(
+                line, op.opId,
+                Rejection(rejection.code, rejection.reason + " (opId \(op.opId ?? "") was rejected before)"))
         case .duplicate(let seq):
             summary.duplicates += 1
             emit(.duplicate(line: line, opId: op.opId ?? "", seq: seq))

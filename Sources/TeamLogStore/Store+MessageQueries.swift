@@ -33,7 +33,9 @@ extension Store {
             }
             let unread = try between(.counted, convPrefix) - between(.own, userPrefix) + between(.directed, userPrefix)
             var last = uc.last
-            if uc.leaveSeq == nil, let shared = try sharedLast(txn, conv), shared.seq > (last?.seq ?? 0) { last = shared }
+            if uc.leaveSeq == nil, let shared = try sharedLast(txn, conv), shared.seq > (last?.seq ?? 0) {
+                last = shared
+            }
             rows.append((conv, unread, uc.readSeq, last))
         }
         return World.unreadJSON(user: user, rows: rows)
@@ -81,7 +83,8 @@ extension Store {
     }
 
     /// The position (1-based running count) of the last index entry under `prefix` with seq ≤ `seq`; 0 when none.
-    func position(_ txn: Transaction, _ table: ProjectionTable, _ prefix: [UInt8], atOrBefore seq: UInt64) throws -> Int {
+    func position(_ txn: Transaction, _ table: ProjectionTable, _ prefix: [UInt8], atOrBefore seq: UInt64) throws -> Int
+    {
         var probe = prefix
         withUnsafeBytes(of: seq.bigEndian) { probe.append(contentsOf: $0) }
         probe.append(0)  // sorts after the entry for `seq` itself, before the next seq

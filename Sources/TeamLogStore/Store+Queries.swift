@@ -10,12 +10,14 @@ extension Store {
 
     /// The team query inside a given snapshot.
     public func teamView(_ id: String, in txn: Transaction) throws -> JSONValue? {
-        guard let (team, count) = try Array(id.utf8).withUnsafeBytes({ key in
-            try txn.withValue(dbs.projection(.teams), key: key) { value -> (TeamState, Int)? in
-                guard let value else { return nil }
-                return try ProjectionCodec.decodeTeam(id: id, value)
-            }
-        }) else { return nil }
+        guard
+            let (team, count) = try Array(id.utf8).withUnsafeBytes({ key in
+                try txn.withValue(dbs.projection(.teams), key: key) { value -> (TeamState, Int)? in
+                    guard let value else { return nil }
+                    return try ProjectionCodec.decodeTeam(id: id, value)
+                }
+            })
+        else { return nil }
         let lastTs = try dbs.readMeta(txn).lastTs
         var members: [Member] = []
         let prefix = ProjectionCodec.prefix(id)

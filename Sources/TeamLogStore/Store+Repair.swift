@@ -19,8 +19,9 @@ extension Store {
     /// A checkpoint that does not name the end of a sound log: wrong seq or wrong hash.
     static func checkpointProblem(_ meta: Meta, records: UInt64, lastHash: [UInt8]) -> ChainProblem? {
         if records != meta.lastSeq {
-            return ChainProblem(seq: min(records + 1, meta.lastSeq + 1),
-                                message: "checkpoint says seq \(meta.lastSeq) but the log ends at \(records)")
+            return ChainProblem(
+                seq: min(records + 1, meta.lastSeq + 1),
+                message: "checkpoint says seq \(meta.lastSeq) but the log ends at \(records)")
         }
         if lastHash != meta.lastHash {
             return ChainProblem(seq: meta.lastSeq, message: "checkpoint hash differs from the log's last hash")
@@ -57,7 +58,9 @@ extension Store {
             }
             // Records out of order or with a bad key sort anywhere: drop every key that is not 1...keep.
             try txn.forEach(dbs.log.handle) { key, _ in
-                if key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) > keep || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0 {
+                if key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) > keep
+                    || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0
+                {
                     if !doomed.contains(where: { $0.elementsEqual(key) }) { doomed.append(Array(key)) }
                 }
                 return true
@@ -66,7 +69,9 @@ extension Store {
             removed = doomed.count
             var staleOpIds: [[UInt8]] = []
             try txn.forEach(dbs.opIds.handle) { key, value in
-                if case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value), seq > keep { staleOpIds.append(Array(key)) }
+                if case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value), seq > keep {
+                    staleOpIds.append(Array(key))
+                }
                 return true
             }
             for key in staleOpIds { try txn.delete(dbs.opIds.handle, key: key) }
@@ -78,8 +83,10 @@ extension Store {
                     count += 1
                 }
             }
-            try dbs.writeCheckpoint(txn, Meta(lastSeq: keep, lastTs: replay.world.lastTs, lastHash: replay.lastHash, config: nil))
+            try dbs.writeCheckpoint(
+                txn, Meta(lastSeq: keep, lastTs: replay.world.lastTs, lastHash: replay.lastHash, config: nil))
         }
-        return RepairReport(problem: replay.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
+        return RepairReport(
+            problem: replay.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
     }
 }

@@ -41,7 +41,8 @@ extension Store {
             guard seq == expected else {
                 problem = ChainProblem(
                     seq: expected,
-                    message: seq > expected ? "record missing (next stored record is \(seq))" : "record out of order (\(seq))")
+                    message: seq > expected
+                        ? "record missing (next stored record is \(seq))" : "record out of order (\(seq))")
                 return false
             }
             guard let record = LogRecord(value) else {
@@ -92,8 +93,10 @@ extension Store {
 
     /// Visits committed events from `from` through `to` in one snapshot, verifying the hash chain from
     /// seq 1 (a break stops the visit and is reported to `problem`).
-    public func forEachEvent(from: UInt64 = 1, to: UInt64? = nil, _ body: (Event) throws -> Void,
-                             problem: (ChainProblem) -> Void = { _ in }) throws {
+    public func forEachEvent(
+        from: UInt64 = 1, to: UInt64? = nil, _ body: (Event) throws -> Void,
+        problem: (ChainProblem) -> Void = { _ in }
+    ) throws {
         try env.read { txn in
             let walk = try walkChain(in: txn, upTo: to) { seq, payload in
                 if seq >= from { try body(try EventCodec.decode(seq: seq, payload)) }

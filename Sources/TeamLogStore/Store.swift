@@ -2,9 +2,9 @@ public import LMDB
 public import TeamLog
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The LMDB-backed event log with its stored projections and checkpoint.

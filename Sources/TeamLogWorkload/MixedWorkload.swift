@@ -28,7 +28,8 @@ public struct MixedWorkload {
     private var messageCount = 0
     private var recentReceipts: [(id: String, team: String, sender: String)] = []
     private var channelCount = 0
-    private var openChannels: [(id: String, members: [String], invites: [(target: String, inviter: String, requestId: String)])] = []
+    private var openChannels:
+        [(id: String, members: [String], invites: [(target: String, inviter: String, requestId: String)])] = []
 
     public init(options: Options = Options()) {
         self.options = options
@@ -134,15 +135,19 @@ public struct MixedWorkload {
             let a = "u\(Int.random(in: 0..<options.users, using: &rng))"
             let b = "u\(Int.random(in: 0..<options.users, using: &rng))"
             guard a != b else { return nil }
-            return Op(actor: a, body: .messageSend(MessageSend(to: Conversation(.p2p, b), messageId: id, content: content)))
+            return Op(
+                actor: a, body: .messageSend(MessageSend(to: Conversation(.p2p, b), messageId: id, content: content)))
         }
         guard let team = liveTeam() else { return nil }
         // Senders as a real client would be allowed: not muted, an admin when the team is muted.
         func allowed(_ m: Member) -> Bool { m.mutedUntil == nil && (!team.muted || m.role.isAdmin) }
         var sender = team.muted ? team.member(team.owner)! : member(team)
         for _ in 0..<8 where !allowed(sender) { sender = member(team) }
-        var m = MessageSend(to: Conversation(team.kind == .team ? .team : .superTeam, team.id), messageId: id, content: content)
-        if rng.chance(0.08) { m.directedUserIds = (0..<Int.random(in: 1...3, using: &rng)).map { _ in member(team).user } }
+        var m = MessageSend(
+            to: Conversation(team.kind == .team ? .team : .superTeam, team.id), messageId: id, content: content)
+        if rng.chance(0.08) {
+            m.directedUserIds = (0..<Int.random(in: 1...3, using: &rng)).map { _ in member(team).user }
+        }
         if team.memberCount <= 500 && rng.chance(0.08) {
             m.needReceipt = true
             recentReceipts.append((id, team.id, sender.user))
@@ -162,8 +167,9 @@ public struct MixedWorkload {
 
     private mutating func read() -> Op? {
         guard let team = liveTeam() else { return nil }
-        return Op(actor: member(team).user,
-                  body: .messageRead(to: Conversation(team.kind == .team ? .team : .superTeam, team.id), upTo: nil))
+        return Op(
+            actor: member(team).user,
+            body: .messageRead(to: Conversation(team.kind == .team ? .team : .superTeam, team.id), upTo: nil))
     }
 
     private mutating func receipt() -> Op? {
@@ -179,8 +185,9 @@ public struct MixedWorkload {
         let device = rng.chance(0.7) ? "phone" : "pad"
         switch Int.random(in: 0..<10, using: &rng) {
         case 0..<4:
-            return Op(actor: user, device: device,
-                      body: teamOps.model.devices(of: user).contains(device) ? .clientLogout : .clientLogin)
+            return Op(
+                actor: user, device: device,
+                body: teamOps.model.devices(of: user).contains(device) ? .clientLogout : .clientLogin)
         case 4:
             channelCount += 1
             let id = "c\(options.seed)-\(channelCount)"
@@ -205,8 +212,9 @@ public struct MixedWorkload {
             if let invite = channel.invites.first {
                 openChannels[i].invites.removeFirst()
                 openChannels[i].members.append(invite.target)
-                return Op(actor: invite.target, device: device,
-                          body: .channelAccept(channel: channel.id, inviter: invite.inviter, requestId: invite.requestId))
+                return Op(
+                    actor: invite.target, device: device,
+                    body: .channelAccept(channel: channel.id, inviter: invite.inviter, requestId: invite.requestId))
             }
             var inv = ChannelInvite(channel: channel.id, target: user, requestId: "r\(count)")
             inv.offline = rng.chance(0.5)

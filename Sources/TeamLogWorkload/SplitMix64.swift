@@ -25,7 +25,7 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif

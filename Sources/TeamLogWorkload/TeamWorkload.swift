@@ -139,7 +139,9 @@ public struct TeamWorkload {
         case 14..<22:
             if let (invitee, inviters) = team.invites.first {
                 actor = invitee
-                body = rng.chance(0.8) ? .teamAcceptInvite(team: team.id, inviter: inviters[0])
+                body =
+                    rng.chance(0.8)
+                    ? .teamAcceptInvite(team: team.id, inviter: inviters[0])
                     : .teamRejectInvite(team: team.id, inviter: inviters[0])
             } else {
                 actor = nonMembers(of: team, 1).first ?? randomUser()
@@ -150,7 +152,9 @@ public struct TeamWorkload {
             body = .teamApply(team: team.id, message: rng.chance(0.5) ? "hello from \(actor)" : nil)
         case 32..<40:
             if let applicant = team.applications.keys.sorted().first {
-                body = rng.chance(0.75) ? .teamApproveApply(team: team.id, applicant: applicant)
+                body =
+                    rng.chance(0.75)
+                    ? .teamApproveApply(team: team.id, applicant: applicant)
                     : .teamRejectApply(team: team.id, applicant: applicant)
             } else {
                 body = .memberSetNotify(team: team.id, state: NotifyState.allCases.randomElement(using: &rng)!)
@@ -182,13 +186,17 @@ public struct TeamWorkload {
             guard let target = member(of: team, where: { $0.role == .normal }) else { return fallback }
             let owner = team.member(team.owner)!
             actor = owner.user
-            body = rng.chance(0.6) ? .teamAddManagers(team: team.id, targets: [target.user])
-                : .teamRemoveManagers(team: team.id, targets: [member(of: team) { $0.role == .manager }?.user ?? target.user])
+            body =
+                rng.chance(0.6)
+                ? .teamAddManagers(team: team.id, targets: [target.user])
+                : .teamRemoveManagers(
+                    team: team.id, targets: [member(of: team) { $0.role == .manager }?.user ?? target.user])
         case 76..<84:
             guard let target = member(of: team, where: { $0.role == .normal }) else { return fallback }
             let muted = target.mutedUntil == nil
-            body = .teamMuteMember(team: team.id, target: target.user, muted: muted,
-                                   until: muted && rng.chance(0.5) ? ts + 3_600_000 : nil)
+            body = .teamMuteMember(
+                team: team.id, target: target.user, muted: muted,
+                until: muted && rng.chance(0.5) ? ts + 3_600_000 : nil)
         case 84..<95:
             actor = anyone.user
             body = .memberSetNotify(team: team.id, state: NotifyState.allCases.randomElement(using: &rng)!)

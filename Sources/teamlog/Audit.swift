@@ -1,12 +1,12 @@
 import ArgumentParser
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 import TeamLog
 import TeamLogStore
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// `teamlog audit`: hash chain + replay + compare; exit 0 when all match, 1 otherwise.
 struct Audit: ParsableCommand {
@@ -22,7 +22,9 @@ struct Audit: ParsableCommand {
         let report = try store.audit(progress: terminal ? { n in printErrInline("\rreplayed \(n) events…") } : nil)
         if terminal { printErrInline("\r\u{1B}[K") }
         let elapsed = max(monotonicSeconds() - start, 1e-9)
-        try printOut("log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s")
+        try printOut(
+            "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"
+        )
         if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
         if let p = report.checkpointProblem { try printOut("checkpoint: \(p)") }
         for t in report.tables {

@@ -2,9 +2,9 @@ import ArgumentParser
 import TeamLogStore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `teamlog debug-hold-reader --store PATH`: opens a read transaction and holds it until killed.

@@ -4,9 +4,9 @@ import TeamLogStore
 import TeamLogWorkload
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `teamlog demo`: a realistic generated workload ingested into a temporary store, with a short report.
@@ -64,7 +64,8 @@ struct Demo: ParsableCommand {
         let audit = try store.audit()
         let auditSeconds = max(monotonicSeconds() - auditStart, 1e-9)
 
-        try printOut("""
+        try printOut(
+            """
             teamlog demo — seed \(seed), \(ops) generated ops (\(format3(genSeconds)) s to generate)
             store        \(keep ?? "\(path) (temporary)")
             ingested     \(s.accepted) accepted, \(s.rejected) rejected, \(s.duplicates) duplicates in \(format3(seconds)) s
@@ -75,7 +76,8 @@ struct Demo: ParsableCommand {
             """)
         if let biggest, var view = try store.teamView(biggest.id) {
             if case .object(var pairs) = view, let i = pairs.firstIndex(where: { $0.0 == "members" }),
-               case .array(let members) = pairs[i].1, members.count > 8 {
+                case .array(let members) = pairs[i].1, members.count > 8
+            {
                 pairs[i].1 = .array(Array(members.prefix(8)))
                 view = .object(pairs)
                 try printOut("\nsample team (first 8 of \(members.count) members):")

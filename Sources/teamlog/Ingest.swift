@@ -3,9 +3,9 @@ import TeamLog
 import TeamLogStore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// `teamlog ingest FILE|-`: JSON Lines of ops in, SPEC §4 records out, a summary on stderr.
@@ -26,7 +26,9 @@ struct Ingest: ParsableCommand {
     @Flag(help: "Skip fsync at commit (faster; a crash may lose the last batches, never tear one).")
     var noSync = false
 
-    @Flag(help: "Stream mode: keep reading a live feed (stdin, a FIFO, or a growing file) until it ends or SIGINT/SIGTERM.")
+    @Flag(
+        help:
+            "Stream mode: keep reading a live feed (stdin, a FIFO, or a growing file) until it ends or SIGINT/SIGTERM.")
     var follow = false
 
     @Option(help: "Stream mode: commit at the latest this many ms after the first uncommitted op.")
@@ -75,7 +77,9 @@ struct Ingest: ParsableCommand {
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         let s = processor.summary
         let rate = Double(s.lines) / elapsed
-        printErr("accepted \(s.accepted), rejected \(s.rejected), duplicates \(s.duplicates), \(Int(rate)) ops/s (\(s.lines) lines in \(String(format3(elapsed))) s, \(s.commits) commits)")
+        printErr(
+            "accepted \(s.accepted), rejected \(s.rejected), duplicates \(s.duplicates), \(Int(rate)) ops/s (\(s.lines) lines in \(String(format3(elapsed))) s, \(s.commits) commits)"
+        )
     }
 }
 

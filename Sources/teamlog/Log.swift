@@ -31,7 +31,9 @@ struct Log: ParsableCommand {
                 try writeAll(1, out)
                 out.removeAll(keepingCapacity: true)
             }
-        } problem: { problem = $0 }
+        } problem: {
+            problem = $0
+        }
         try writeAll(1, out)
         if let problem {
             printErr("teamlog: log is broken at \(problem); export stopped there")

@@ -17,8 +17,13 @@ struct Unread: ParsableCommand {
         var lines = ["\(user): \(TeamTable.text(view["total"])) unread"]
         for c in view["conversations"]?.arrayValue ?? [] {
             let to = "\(TeamTable.text(c["to"]?["type"])):\(TeamTable.text(c["to"]?["id"]))"
-            let last = c["lastMessage"].flatMap { $0 == .null ? nil : "\(TeamTable.text($0["messageId"])) @\(TeamTable.text($0["seq"]))" } ?? "-"
-            lines.append("  \(to.padding(28))\(TeamTable.text(c["unread"]).padding(8))read to \(TeamTable.text(c["lastReadSeq"]).padding(10))last \(last)")
+            let last =
+                c["lastMessage"].flatMap {
+                    $0 == .null ? nil : "\(TeamTable.text($0["messageId"])) @\(TeamTable.text($0["seq"]))"
+                } ?? "-"
+            lines.append(
+                "  \(to.padding(28))\(TeamTable.text(c["unread"]).padding(8))read to \(TeamTable.text(c["lastReadSeq"]).padding(10))last \(last)"
+            )
         }
         try printOut(lines.joined(separator: "\n"))
     }
@@ -26,7 +31,8 @@ struct Unread: ParsableCommand {
 
 /// `teamlog receipts MESSAGE_ID [--json]`.
 struct Receipts: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Read and unread receivers of a needReceipt team message.")
+    static let configuration = CommandConfiguration(
+        abstract: "Read and unread receivers of a needReceipt team message.")
 
     @OptionGroup var query: QueryOptions
 
@@ -38,8 +44,10 @@ struct Receipts: ParsableCommand {
             { try $0.receiptsView(messageId) }, { $0.receiptsView(messageId) },
             missing: "no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
         if query.json { return try printOut(view.jsonString) }
-        let names = { (key: String) in (view[key]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ") }
-        try printOut("""
+        let names = { (key: String) in (view[key]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
+        }
+        try printOut(
+            """
             \(messageId): \(TeamTable.text(view["read"])) read, \(TeamTable.text(view["unread"])) unread
               read:   \(names("readUsers"))
               unread: \(names("unreadUsers"))
@@ -75,14 +83,19 @@ struct Channel: ParsableCommand {
     var channel: String
 
     func run() throws {
-        let view = try query.answer({ try $0.channelView(channel) }, { $0.channelView(channel) },
-                                    missing: "no channel \(channel)")
+        let view = try query.answer(
+            { try $0.channelView(channel) }, { $0.channelView(channel) },
+            missing: "no channel \(channel)")
         if query.json { return try printOut(view.jsonString) }
         let members = (view["members"]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
-        var lines = ["channel \(channel) (\(TeamTable.text(view["kind"])))\(view["closed"]?.boolValue == true ? " closed" : "")",
-                     "  members: \(members.isEmpty ? "-" : members)"]
+        var lines = [
+            "channel \(channel) (\(TeamTable.text(view["kind"])))\(view["closed"]?.boolValue == true ? " closed" : "")",
+            "  members: \(members.isEmpty ? "-" : members)",
+        ]
         for i in view["pendingInvites"]?.arrayValue ?? [] {
-            lines.append("  invited: \(TeamTable.text(i["target"])) by \(TeamTable.text(i["inviter"])) (\(TeamTable.text(i["requestId"])))")
+            lines.append(
+                "  invited: \(TeamTable.text(i["target"])) by \(TeamTable.text(i["inviter"])) (\(TeamTable.text(i["requestId"])))"
+            )
         }
         try printOut(lines.joined(separator: "\n"))
     }

@@ -21,6 +21,7 @@ struct Repair: ParsableCommand {
         } else {
             try printOut("chain OK")
         }
-        try printOut("kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
+        try printOut(
+            "kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
     }
 }

@@ -55,8 +55,10 @@ enum TeamTable {
     static func render(_ view: JSONValue) -> String {
         var lines: [String] = []
         lines.append("team \(text(view["team"])) (\(text(view["kind"])))  \"\(text(view["name"]))\"")
-        for key in ["owner", "intro", "announcement", "avatar", "joinMode", "inviteMode", "beInviteMode",
-                    "updateInfoMode", "muted", "dismissed", "memberCount"] {
+        for key in [
+            "owner", "intro", "announcement", "avatar", "joinMode", "inviteMode", "beInviteMode",
+            "updateInfoMode", "muted", "dismissed", "memberCount",
+        ] {
             lines.append("  \(key.padding(15))\(text(view[key]))")
         }
         guard case .array(let members)? = view["members"] else { return lines.joined(separator: "\n") }
@@ -64,7 +66,9 @@ enum TeamTable {
         lines.append("")
         lines.append("  \("USER".padding(width + 2))\("ROLE".padding(9))\("NOTIFY".padding(13))MUTED UNTIL")
         for m in members {
-            lines.append("  \(text(m["user"]).padding(width + 2))\(text(m["role"]).padding(9))\(text(m["notify"]).padding(13))\(text(m["mutedUntil"]))")
+            lines.append(
+                "  \(text(m["user"]).padding(width + 2))\(text(m["role"]).padding(9))\(text(m["notify"]).padding(13))\(text(m["mutedUntil"]))"
+            )
         }
         return lines.joined(separator: "\n")
     }

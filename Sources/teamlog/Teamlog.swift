@@ -8,7 +8,10 @@ struct Teamlog: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "teamlog",
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
-        subcommands: [Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self, Repair.self, Demo.self, DebugHoldReader.self]
+        subcommands: [
+            Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self,
+            Repair.self, Demo.self, DebugHoldReader.self,
+        ]
     )
 }
 
@@ -32,7 +35,9 @@ struct QueryOptions: ParsableArguments {
 
     /// The answer from the stored projections, or with `--at` from a replay up to that seq; `missing`
     /// is printed (exit 1) when there is none.
-    func answer(_ live: (Store) throws -> JSONValue?, _ past: (World) -> JSONValue?, missing: String) throws -> JSONValue {
+    func answer(_ live: (Store) throws -> JSONValue?, _ past: (World) -> JSONValue?, missing: String) throws
+        -> JSONValue
+    {
         let store = try openForQuery(storeOptions.path)
         guard let view = try at.map({ past(try replayed(store, $0)) }) ?? live(store) else {
             printErr("teamlog: \(missing)")

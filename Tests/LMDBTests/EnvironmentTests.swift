@@ -1,9 +1,9 @@
 import LMDB
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Opening, growing, reopening, and cleaning up after dead readers, on real environments.
@@ -126,7 +126,9 @@ import Glibc
         let before = env.mapSize
         for start in stride(from: Self.valueCount, to: Self.valueCount + 5 * Self.batch, by: Self.batch) {
             try env.write { txn in
-                for n in UInt64(start)..<UInt64(start + Self.batch) { try txn.put(db, n, Self.value(n), flags: .append) }
+                for n in UInt64(start)..<UInt64(start + Self.batch) {
+                    try txn.put(db, n, Self.value(n), flags: .append)
+                }
             }
         }
         #expect(env.mapSize >= before)

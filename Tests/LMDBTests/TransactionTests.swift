@@ -1,6 +1,6 @@
 import LMDB
-import Testing
 import TestSupport
+import Testing
 
 /// Puts, gets, deletes, put flags, cursors and codecs against a real environment in a temporary directory.
 @Suite struct TransactionTests {
@@ -188,10 +188,11 @@ import TestSupport
         #expect(walk == [5, 4, 3, 2, 1])
     }
 
-    @Test(arguments: [
-        [255, 256, 65_536, 1, 0, 4_294_967_296, UInt64.max, 65_535, 257],
-        [1_000_000, 999_999, 10, 9, 100, 99],
-    ] as [[UInt64]])
+    @Test(
+        arguments: [
+            [255, 256, 65_536, 1, 0, 4_294_967_296, UInt64.max, 65_535, 257],
+            [1_000_000, 999_999, 10, 9, 100, 99],
+        ] as [[UInt64]])
     func bigEndianKeysSortNumerically(numbers: [UInt64]) throws {
         let db = try env.open("numbers", as: Database<BigEndianUInt64, RawBytes>.self)
         try env.write { txn in

@@ -1,6 +1,6 @@
-import Testing
 import TeamLog
 import TestSupport
+import Testing
 
 /// The `teamlog` commands as a user runs them: the shipped examples through `ingest`, every query's
 /// `--json` shape and exit status, `--at`, and `log` exported into a new store that audits equal.
@@ -39,7 +39,9 @@ import TestSupport
         let dave = try json(["unread", "dave", "--json", "--store", store])
         #expect(dave["total"]?.intValue == 1)
         let receipts = try json(["receipts", "m1", "--json", "--store", store])
-        #expect(receipts.jsonString == #"{"messageId":"m1","read":1,"unread":2,"readUsers":["bob"],"unreadUsers":["alice","dave"]}"#)
+        #expect(
+            receipts.jsonString
+                == #"{"messageId":"m1","read":1,"unread":2,"readUsers":["bob"],"unreadUsers":["alice","dave"]}"#)
         let before = try json(["receipts", "m1", "--json", "--at", "8", "--store", store])
         #expect(before["read"]?.intValue == 0)
         let message = try json(["message", "m1", "--store", store])
@@ -58,7 +60,9 @@ import TestSupport
         #expect(status == .exited(0))
         #expect(records.contains { $0.contains(#""event":"membersSync""#) })
         let channel = try json(["channel", "call1", "--json", "--store", store])
-        #expect(channel.jsonString == #"{"channel":"call1","kind":"video","closed":false,"members":["alice"],"pendingInvites":[]}"#)
+        #expect(
+            channel.jsonString
+                == #"{"channel":"call1","kind":"video","closed":false,"members":["alice"],"pendingInvites":[]}"#)
         let earlier = try json(["channel", "call1", "--json", "--at", "7", "--store", store])
         #expect(earlier["members"] == .array([.string("alice"), .string("bob")]))
     }
@@ -80,10 +84,13 @@ import TestSupport
         #expect(try run(["ingest", exported, "--store", b, "--emit", "none"]).0 == .exited(0))
         #expect(try run(["audit", "--store", b]).0 == .exited(0))
         for user in ["alice", "bob", "carol", "dave"] {
-            #expect(try json(["unread", user, "--json", "--store", a]) == json(["unread", user, "--json", "--store", b]))
+            #expect(
+                try json(["unread", user, "--json", "--store", a]) == json(["unread", user, "--json", "--store", b]))
         }
         #expect(try json(["team", "ops", "--json", "--store", a]) == json(["team", "ops", "--json", "--store", b]))
-        #expect(try json(["channel", "call1", "--json", "--store", a]) == json(["channel", "call1", "--json", "--store", b]))
+        #expect(
+            try json(["channel", "call1", "--json", "--store", a])
+                == json(["channel", "call1", "--json", "--store", b]))
         let teamOnly = try run(["log", "--store", a, "--team", "ops"]).1
         #expect(!teamOnly.isEmpty && teamOnly.allSatisfy { !$0.contains("channel.") && !$0.contains("client.") })
         let window = try run(["log", "--store", a, "--from", "5", "--to", "6"]).1
@@ -92,5 +99,5 @@ import TestSupport
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif

@@ -1,11 +1,11 @@
 import LMDB
 import TeamLog
 import TeamLogStore
-import Testing
 import TestSupport
+import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `teamlog ingest` killed with SIGKILL mid-run: the store reopens sound, holds everything it printed,
@@ -119,7 +119,9 @@ import Glibc
         child.kill(SIGKILL)
         let status = child.wait()
         try child.readToEnd(timeout: 30)  // what it wrote before dying is still in the pipe
-        #expect(status == .signaled(SIGKILL), "ingest ended before the kill (\(delay) s): \(Self.readText(directory.child("crash.err")))")
+        #expect(
+            status == .signaled(SIGKILL),
+            "ingest ended before the kill (\(delay) s): \(Self.readText(directory.child("crash.err")))")
         #expect(printedAnEvent, "no event printed before the kill")
 
         let printed = child.lines.compactMap { try? JSONParser.parse($0) }
@@ -143,7 +145,9 @@ import Glibc
             #expect(committed <= reference.seq)
             committedOpIds = try Self.opIds(of: store)
             #expect(committedOpIds.count == Int(committed))
-            #expect(committedOpIds == Array(reference.logOpIds.prefix(Int(committed))), "the log is a prefix of the clean run's")
+            #expect(
+                committedOpIds == Array(reference.logOpIds.prefix(Int(committed))),
+                "the log is a prefix of the clean run's")
             for event in printedEvents {
                 guard let line = event["line"]?.intValue, let seq = event["seq"]?.intValue,
                     let opId = reference.lineOpIds[Int(line) - 1]

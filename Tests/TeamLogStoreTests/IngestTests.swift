@@ -1,8 +1,8 @@
-import Testing
 import LMDB
 import TeamLog
 import TeamLogStore
 import TestSupport
+import Testing
 
 /// `ingest` end to end on a real LMDB store: records of SPEC §4, the team query of §5, durability.
 @Suite struct IngestTests {
@@ -48,7 +48,9 @@ import TestSupport
         #expect(records.last?["seq"]?.intValue == 1)
         #expect(records.last?["opId"]?.stringValue == "same")
         // Within one batch too.
-        let again = try h.feed([op("team.create", "x", ["team": "t3", "opId": "n"]), op("team.create", "x", ["team": "t4", "opId": "n"])])
+        let again = try h.feed([
+            op("team.create", "x", ["team": "t3", "opId": "n"]), op("team.create", "x", ["team": "t4", "opId": "n"]),
+        ])
         #expect(again.map { $0["kind"]?.stringValue } == ["event", "tip", "delivery", "duplicate"])
         #expect(h.store.world.teams["t4"] == nil)
     }
@@ -62,11 +64,12 @@ import TestSupport
             op("team.apply", "y", ["team": "t1"]),
         ])
         let notices = records.filter { $0["kind"]?.stringValue == "notice" }
-        #expect(notices.map { $0.jsonString } == [
-            #"{"kind":"notice","seq":3,"to":"x","type":"teamInvite","team":"t1","from":"mgr"}"#,
-            #"{"kind":"notice","seq":4,"to":"own","type":"teamApply","team":"t1","from":"y"}"#,
-            #"{"kind":"notice","seq":4,"to":"mgr","type":"teamApply","team":"t1","from":"y"}"#,
-        ])
+        #expect(
+            notices.map { $0.jsonString } == [
+                #"{"kind":"notice","seq":3,"to":"x","type":"teamInvite","team":"t1","from":"mgr"}"#,
+                #"{"kind":"notice","seq":4,"to":"own","type":"teamApply","team":"t1","from":"y"}"#,
+                #"{"kind":"notice","seq":4,"to":"mgr","type":"teamApply","team":"t1","from":"y"}"#,
+            ])
     }
 
     @Test func teamQueryShape() throws {
@@ -84,9 +87,12 @@ import TestSupport
         try h.feed(op("team.update", "own", ["team": "t1", "fields": ["intro": "hi"] as KeyValuePairs<String, Any>]))
         let view = try #require(try h.team("t1"))
         guard case .object(let pairs) = view else { Issue.record("not an object"); return }
-        #expect(pairs.map(\.0) == ["team", "kind", "name", "intro", "announcement", "avatar", "owner", "joinMode",
-                                   "inviteMode", "beInviteMode", "updateInfoMode", "muted", "dismissed", "memberCount",
-                                   "members"])
+        #expect(
+            pairs.map(\.0) == [
+                "team", "kind", "name", "intro", "announcement", "avatar", "owner", "joinMode",
+                "inviteMode", "beInviteMode", "updateInfoMode", "muted", "dismissed", "memberCount",
+                "members",
+            ])
         #expect(view["memberCount"]?.intValue == 4)
         #expect(view["intro"]?.stringValue == "hi")
         let members = try #require(view["members"]?.arrayValue)
@@ -136,7 +142,9 @@ import TestSupport
         let big = String(repeating: "x", count: 900_000)
         try h.feed(op("team.create", "own", ["team": "t1"]))
         let lines = (0..<80).map { i in
-            op("team.update", "own", ["team": "t1", "fields": ["announcement": "\(i)\(big)"] as KeyValuePairs<String, Any>])
+            op(
+                "team.update", "own",
+                ["team": "t1", "fields": ["announcement": "\(i)\(big)"] as KeyValuePairs<String, Any>])
         }
         let records = try h.feed(lines)
         #expect(records.filter { $0["kind"]?.stringValue == "event" }.count == 80)

@@ -1,9 +1,9 @@
-import Testing
 import LMDB
 import TeamLog
 import TeamLogStore
 import TeamLogWorkload
 import TestSupport
+import Testing
 
 /// Random op sequences (seeded): invariants after every step; replaying the log equals the stored
 /// projections, byte for byte, after a reopen.
@@ -12,10 +12,13 @@ import TestSupport
     /// both accepted and rejected paths run.
     static func randomLines(seed: UInt64, count: Int) -> [String] {
         var rng = SplitMix64(seed: seed)
-        let plausible = TeamWorkloadProbe.lines(count: count, seed: seed, users: 40, teams: 8, invalidShare: 0.1,
-                                                config: small)
-        let names = ["team.invite", "team.kick", "team.leave", "team.addManagers", "team.removeManagers",
-                     "team.muteMember", "team.transferOwner", "team.dismiss", "team.apply", "team.acceptInvite"]
+        let plausible = TeamWorkloadProbe.lines(
+            count: count, seed: seed, users: 40, teams: 8, invalidShare: 0.1,
+            config: small)
+        let names = [
+            "team.invite", "team.kick", "team.leave", "team.addManagers", "team.removeManagers",
+            "team.muteMember", "team.transferOwner", "team.dismiss", "team.apply", "team.acceptInvite",
+        ]
         return plausible.map { line in
             guard rng.chance(0.15) else { return line }
             let user = "u\(Int.random(in: 0..<40, using: &rng))"
@@ -46,7 +49,9 @@ import TestSupport
             #expect(problems.isEmpty, "after \(line): \(problems)")
             if !problems.isEmpty { return }
         }
-        #expect(accepted > 300 && rejected > 50, "the mix must exercise both paths: \(accepted) accepted, \(rejected) rejected")
+        #expect(
+            accepted > 300 && rejected > 50,
+            "the mix must exercise both paths: \(accepted) accepted, \(rejected) rejected")
         try h.reopen()
         let replay = try h.store.replay()
         #expect(replay.problem == nil)
@@ -65,7 +70,6 @@ import TestSupport
         let report = try h.store.audit()
         #expect(report.ok, "\(report.tables.compactMap(\.difference)) \(String(describing: report.chainProblem))")
     }
-
 
     /// Deterministic: the same log gives byte-identical projections in two stores.
     @Test func sameInputSameBytes() throws {

@@ -1,5 +1,6 @@
 import TeamLog
 import TestSupport
+import Testing
 
 /// A pure in-memory processor for rule tests: decide + apply on a `World`, no store.
 struct Machine {
@@ -53,7 +54,9 @@ struct RuleCase: CustomTestStringConvertible, Sendable {
     let expect: RejectionCode?
     var config: Config = Config()
 
-    init(_ name: String, _ setup: [String] = baseTeam, _ op: String, _ expect: RejectionCode?, config: Config = Config()) {
+    init(
+        _ name: String, _ setup: [String] = baseTeam, _ op: String, _ expect: RejectionCode?, config: Config = Config()
+    ) {
         self.name = name
         self.setup = setup
         self.op = op
@@ -63,5 +66,3 @@ struct RuleCase: CustomTestStringConvertible, Sendable {
 
     var testDescription: String { name }
 }
-
-import Testing

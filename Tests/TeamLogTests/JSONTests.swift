@@ -438,7 +438,9 @@ import Testing
     }
 
     @Test(arguments: [
-        (JSONValue.object([("a", .int(1)), ("b", .int(2))]), JSONValue.object([("a", .int(1)), ("b", .int(2))]), true),
+        (
+            JSONValue.object([("a", .int(1)), ("b", .int(2))]), JSONValue.object([("a", .int(1)), ("b", .int(2))]), true
+        ),
         (.object([("a", .int(1)), ("b", .int(2))]), .object([("b", .int(2)), ("a", .int(1))]), false),
         (.object([("a", .int(1))]), .object([("a", .int(2))]), false),
         (.object([("a", .int(1))]), .object([("a", .int(1)), ("b", .null)]), false),

@@ -1,6 +1,6 @@
-import Testing
 import TeamLog
 import TestSupport
+import Testing
 
 /// SPEC §1 and §4: every malformed line gets its exact code.
 @Suite struct OpParserTests {
@@ -27,11 +27,16 @@ import TestSupport
     static let bad: [BadLine] = [
         BadLine("truncated JSON", #"{"op":"team.leave","actor":"a""#, .badJSON),
         BadLine("not an object", #"["team.leave"]"#, .badJSON),
-        BadLine("NaN", #"{"op":"team.muteMember","actor":"a","team":"t","target":"b","muted":true,"until":NaN}"#, .badJSON),
+        BadLine(
+            "NaN", #"{"op":"team.muteMember","actor":"a","team":"t","target":"b","muted":true,"until":NaN}"#, .badJSON),
         BadLine("trailing garbage", #"{"op":"team.leave","actor":"a","team":"t"} x"#, .badJSON),
         BadLine("duplicate key", #"{"op":"team.leave","actor":"a","actor":"b","team":"t"}"#, .badJSON),
-        BadLine("deep nesting", "{\"op\":\"team.leave\",\"x\":" + String(repeating: "[", count: 100) + String(repeating: "]", count: 100) + "}", .badJSON),
-        BadLine("raw control char in a string", "{\"op\":\"team.leave\",\"actor\":\"a\u{01}\",\"team\":\"t\"}", .badJSON),
+        BadLine(
+            "deep nesting",
+            "{\"op\":\"team.leave\",\"x\":" + String(repeating: "[", count: 100) + String(repeating: "]", count: 100)
+                + "}", .badJSON),
+        BadLine(
+            "raw control char in a string", "{\"op\":\"team.leave\",\"actor\":\"a\u{01}\",\"team\":\"t\"}", .badJSON),
         BadLine("unknown op", #"{"op":"team.fly","actor":"a"}"#, .unknownOp),
         BadLine("op not a string", #"{"op":7,"actor":"a"}"#, .badField),
         BadLine("missing op", #"{"actor":"a"}"#, .missingField),
@@ -50,12 +55,19 @@ import TestSupport
         BadLine("id of 129 bytes", "{\"op\":\"team.leave\",\"actor\":\"\(id129)\",\"team\":\"t\"}", .badId),
         BadLine("escaped control char in an id", #"{"op":"team.leave","actor":"a\u0007","team":"t"}"#, .badId),
         BadLine("escaped newline in an id", #"{"op":"team.leave","actor":"a\nb","team":"t"}"#, .badId),
-        BadLine("invalid UTF-8 in an id", bytes: Array(#"{"op":"team.leave","actor":""#.utf8) + [0xC3, 0x28] + Array(#"","team":"t"}"#.utf8), .badId),
+        BadLine(
+            "invalid UTF-8 in an id",
+            bytes: Array(#"{"op":"team.leave","actor":""#.utf8) + [0xC3, 0x28] + Array(#"","team":"t"}"#.utf8), .badId),
         BadLine("lone surrogate in an id", #"{"op":"team.leave","actor":"\ud800","team":"t"}"#, .badId),
-        BadLine("bad id in targets", "{\"op\":\"team.kick\",\"actor\":\"a\",\"team\":\"t\",\"targets\":[\"b\",\"\(id129)\"]}", .badId),
+        BadLine(
+            "bad id in targets",
+            "{\"op\":\"team.kick\",\"actor\":\"a\",\"team\":\"t\",\"targets\":[\"b\",\"\(id129)\"]}", .badId),
         BadLine("bad opId", #"{"op":"team.leave","actor":"a","team":"t","opId":""}"#, .badId),
         BadLine("bad kind", #"{"op":"team.create","actor":"a","team":"t","kind":"mega"}"#, .badField),
-        BadLine("line over 1 MiB", "{\"op\":\"team.leave\",\"actor\":\"a\",\"team\":\"t\",\"pad\":\"" + String(repeating: "x", count: 1 << 20) + "\"}", .lineTooLong),
+        BadLine(
+            "line over 1 MiB",
+            "{\"op\":\"team.leave\",\"actor\":\"a\",\"team\":\"t\",\"pad\":\"" + String(repeating: "x", count: 1 << 20)
+                + "\"}", .lineTooLong),
     ]
 
     @Test(arguments: bad)
@@ -77,12 +89,18 @@ import TestSupport
 
     @Test func multibyteIdCountsBytes() throws {
         // 43 × "é" (2 bytes) = 86 bytes: fine; 65 × = 130 bytes: too long.
-        #expect(throws: Never.self) { try OpParser.parse(line: op("team.leave", String(repeating: "é", count: 43), ["team": "t"])).get() }
-        #expect(OpParser.parse(line: op("team.leave", String(repeating: "é", count: 65), ["team": "t"])).failureCode == .badId)
+        #expect(throws: Never.self) {
+            try OpParser.parse(line: op("team.leave", String(repeating: "é", count: 43), ["team": "t"])).get()
+        }
+        #expect(
+            OpParser.parse(line: op("team.leave", String(repeating: "é", count: 65), ["team": "t"])).failureCode
+                == .badId)
     }
 
     @Test func rejectionKeepsTheOpId() {
-        let (result, opId) = Array(#"{"op":"team.leave","actor":"a","opId":"k1"}"#.utf8).withUnsafeBytes { OpParser.parseLine($0) }
+        let (result, opId) = Array(#"{"op":"team.leave","actor":"a","opId":"k1"}"#.utf8).withUnsafeBytes {
+            OpParser.parseLine($0)
+        }
         #expect(result.failureCode == .missingField)
         #expect(opId == "k1")
     }

@@ -1,20 +1,27 @@
-import Testing
 import TeamLog
 import TestSupport
+import Testing
 
 /// The state each accepted team op leaves behind.
 @Suite struct TeamEffectTests {
     @Test func createSetsOwnerModesAndMembers() throws {
         var m = Machine()
-        m.setup([op("team.create", "own", ["team": "t1", "kind": "superTeam", "name": "Ops", "members": ["a", "own", "b"],
-                                            "joinMode": "free", "inviteMode": "all", "beInviteMode": "needConsent",
-                                            "updateInfoMode": "all", "muted": true])])
+        m.setup([
+            op(
+                "team.create", "own",
+                [
+                    "team": "t1", "kind": "superTeam", "name": "Ops", "members": ["a", "own", "b"],
+                    "joinMode": "free", "inviteMode": "all", "beInviteMode": "needConsent",
+                    "updateInfoMode": "all", "muted": true,
+                ])
+        ])
         let t = try #require(m.world.teams["t1"])
         #expect(t.kind == .superTeam)
         #expect(t.owner == "own")
         #expect(t.member("own")?.role == .owner)
         #expect(t.memberIds == ["own", "a", "b"])
-        #expect(t.joinMode == .free && t.inviteMode == .all && t.beInviteMode == .needConsent && t.updateInfoMode == .all)
+        #expect(
+            t.joinMode == .free && t.inviteMode == .all && t.beInviteMode == .needConsent && t.updateInfoMode == .all)
         #expect(t.muted)
     }
 
@@ -29,7 +36,8 @@ import TestSupport
 
     @Test func muteUntilEndsByEventTime() throws {
         var m = Machine()
-        m.setup(baseTeam + [op("team.muteMember", "own", ["team": "t1", "target": "a", "muted": true, "until": 5_000])])
+        m.setup(
+            baseTeam + [op("team.muteMember", "own", ["team": "t1", "target": "a", "muted": true, "until": 5_000])])
         let member = try #require(m.world.teams["t1"]?.member("a"))
         #expect(member.mutedUntil == 5_000)
         #expect(member.isMuted(at: 4_999))
@@ -40,12 +48,15 @@ import TestSupport
 
     @Test func joinClearsPendingRequests() throws {
         var m = Machine()
-        m.setup(baseTeam + [
-            op("team.update", "own", ["team": "t1", "fields": ["beInviteMode": "needConsent"] as KeyValuePairs<String, Any>]),
-            op("team.apply", "x", ["team": "t1"]),
-            op("team.invite", "mgr", ["team": "t1", "targets": ["x"]]),
-            op("team.invite", "own", ["team": "t1", "targets": ["x"]]),
-        ])
+        m.setup(
+            baseTeam + [
+                op(
+                    "team.update", "own",
+                    ["team": "t1", "fields": ["beInviteMode": "needConsent"] as KeyValuePairs<String, Any>]),
+                op("team.apply", "x", ["team": "t1"]),
+                op("team.invite", "mgr", ["team": "t1", "targets": ["x"]]),
+                op("team.invite", "own", ["team": "t1", "targets": ["x"]]),
+            ])
         #expect(m.world.teams["t1"]?.invites["x"] == ["mgr", "own"])
         m.setup([op("team.acceptInvite", "x", ["team": "t1", "inviter": "own"])])
         #expect(m.world.teams["t1"]?.invites["x"] == nil)
@@ -75,8 +86,11 @@ import TestSupport
 
     @Test func slotsAreReusedLowestFirst() throws {
         var m = Machine()
-        m.setup(baseTeam + [op("team.kick", "own", ["team": "t1", "targets": ["mgr", "a"]]),
-                            op("team.invite", "own", ["team": "t1", "targets": ["x", "y", "z"]])])
+        m.setup(
+            baseTeam + [
+                op("team.kick", "own", ["team": "t1", "targets": ["mgr", "a"]]),
+                op("team.invite", "own", ["team": "t1", "targets": ["x", "y", "z"]]),
+            ])
         let t = try #require(m.world.teams["t1"])
         #expect(t.member("x")?.slot == 1)
         #expect(t.member("y")?.slot == 2)

@@ -1,5 +1,6 @@
 public import TeamLog
 public import TeamLogStore
+import TeamLogWorkload
 
 /// A store in a temporary directory with a processor that collects output records, for tests.
 public final class StoreHarness {
@@ -89,12 +90,12 @@ public func jsonValue(_ v: Any) -> JSONValue {
     }
 }
 
-import TeamLogWorkload
-
 /// Lines of the seeded team workload.
 public enum TeamWorkloadProbe {
-    public static func lines(count: Int, seed: UInt64, users: Int = 300, teams: Int = 30, invalidShare: Double = 0.02,
-                             config: Config = Config()) -> [String] {
+    public static func lines(
+        count: Int, seed: UInt64, users: Int = 300, teams: Int = 30, invalidShare: Double = 0.02,
+        config: Config = Config()
+    ) -> [String] {
         var o = TeamWorkload.Options()
         o.seed = seed
         o.users = users

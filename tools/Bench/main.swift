@@ -12,7 +12,7 @@ import TeamLogStore
 import TeamLogWorkload
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func now() -> Double {
@@ -36,7 +36,9 @@ func tempDir(_ name: String) -> String {
 func removeTree(_ path: String) {
     guard let dir = opendir(path) else { return }
     while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+        let name = withUnsafeBytes(of: entry.pointee.d_name) {
+            String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+        }
         if name != "." && name != ".." { unlink(path + "/" + name) }
     }
     closedir(dir)
@@ -44,7 +46,11 @@ func removeTree(_ path: String) {
 }
 
 func fmt(_ x: Double, _ digits: Int = 0) -> String {
-    if digits == 0 { return String(Int(x.rounded())).reversed().enumerated().map { $0.offset > 0 && $0.offset % 3 == 0 ? "\($0.element)," : "\($0.element)" }.reversed().joined() }
+    if digits == 0 {
+        return String(Int(x.rounded())).reversed().enumerated().map {
+            $0.offset > 0 && $0.offset % 3 == 0 ? "\($0.element)," : "\($0.element)"
+        }.reversed().joined()
+    }
     var scale = 1.0
     for _ in 0..<digits { scale *= 10 }
     let n = Int((x * scale).rounded())
@@ -233,32 +239,61 @@ func run() throws {
     let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1000
 
     let rows = [
-        Row(name: "teamlog ops (pre-parsed, durable batches)", value: Double(parsed.count) / opsSeconds, unit: "ops/s",
-            note: "≥ 25% of the raw limit: \(fmt(100 * (Double(parsed.count) / opsSeconds) / (Double(records.count) / rawSeconds), 1))%"),
-        Row(name: "raw LMDB MDB_APPEND (the limit)", value: Double(records.count) / rawSeconds, unit: "records/s", note: "same bytes, same batches"),
-        Row(name: "JSON Lines end to end", value: Double(lines.count) / jsonlSeconds, unit: "ops/s", note: "target ≥ 400,000"),
-        Row(name: "JSON parsing alone", value: Double(lines.count) / parseSeconds, unit: "lines/s", note: "\(fmt(Double(bytes) / parseSeconds / 1e6, 1)) MB/s"),
-        Row(name: "member decisions (in ingest)", value: Double(stats.memberDecisions) / opsSeconds, unit: "decisions/s", note: "\(fmt(Double(stats.messages))) messages and tips"),
-        Row(name: "deliveries (in ingest)", value: Double(stats.deliveries) / opsSeconds, unit: "deliveries/s", note: ""),
-        Row(name: "fan-out core, \(biggest.memberCount) members", value: Double(biggest.memberCount * coreMessages) / coreSeconds, unit: "decisions/s",
-            note: "\(fmt(coreSeconds / Double(coreMessages) * 1e9)) ns/message; \(fmt((Double(biggest.memberCount * coreMessages) / coreSeconds) / (Double(biggest.memberCount * naiveMessages) / naiveSeconds), 0))× the naive loop"),
-        Row(name: "naive per-member loop", value: Double(biggest.memberCount * naiveMessages) / naiveSeconds, unit: "decisions/s", note: "dictionary lookup per member"),
-        Row(name: "replay (audit)", value: Double(report.events) / auditSeconds, unit: "events/s", note: "target ≥ 2,000,000"),
-        Row(name: "stream commit latency p50 / p99", value: p99, unit: "ms (p99)", note: "p50 \(fmt(p50, 2)) ms at \(fmt(offered)) ops/s offered; target p99 ≤ 5 ms"),
-        Row(name: "store size", value: Double(storeBytes) / Double(max(1, accepted)), unit: "bytes/event", note: "\(fmt(Double(storeBytes) / 1e6, 1)) MB for \(fmt(Double(accepted))) events"),
+        Row(
+            name: "teamlog ops (pre-parsed, durable batches)", value: Double(parsed.count) / opsSeconds, unit: "ops/s",
+            note:
+                "≥ 25% of the raw limit: \(fmt(100 * (Double(parsed.count) / opsSeconds) / (Double(records.count) / rawSeconds), 1))%"
+        ),
+        Row(
+            name: "raw LMDB MDB_APPEND (the limit)", value: Double(records.count) / rawSeconds, unit: "records/s",
+            note: "same bytes, same batches"),
+        Row(
+            name: "JSON Lines end to end", value: Double(lines.count) / jsonlSeconds, unit: "ops/s",
+            note: "target ≥ 400,000"),
+        Row(
+            name: "JSON parsing alone", value: Double(lines.count) / parseSeconds, unit: "lines/s",
+            note: "\(fmt(Double(bytes) / parseSeconds / 1e6, 1)) MB/s"),
+        Row(
+            name: "member decisions (in ingest)", value: Double(stats.memberDecisions) / opsSeconds,
+            unit: "decisions/s", note: "\(fmt(Double(stats.messages))) messages and tips"),
+        Row(
+            name: "deliveries (in ingest)", value: Double(stats.deliveries) / opsSeconds, unit: "deliveries/s", note: ""
+        ),
+        Row(
+            name: "fan-out core, \(biggest.memberCount) members",
+            value: Double(biggest.memberCount * coreMessages) / coreSeconds, unit: "decisions/s",
+            note:
+                "\(fmt(coreSeconds / Double(coreMessages) * 1e9)) ns/message; \(fmt((Double(biggest.memberCount * coreMessages) / coreSeconds) / (Double(biggest.memberCount * naiveMessages) / naiveSeconds), 0))× the naive loop"
+        ),
+        Row(
+            name: "naive per-member loop", value: Double(biggest.memberCount * naiveMessages) / naiveSeconds,
+            unit: "decisions/s", note: "dictionary lookup per member"),
+        Row(
+            name: "replay (audit)", value: Double(report.events) / auditSeconds, unit: "events/s",
+            note: "target ≥ 2,000,000"),
+        Row(
+            name: "stream commit latency p50 / p99", value: p99, unit: "ms (p99)",
+            note: "p50 \(fmt(p50, 2)) ms at \(fmt(offered)) ops/s offered; target p99 ≤ 5 ms"),
+        Row(
+            name: "store size", value: Double(storeBytes) / Double(max(1, accepted)), unit: "bytes/event",
+            note: "\(fmt(Double(storeBytes) / 1e6, 1)) MB for \(fmt(Double(accepted))) events"),
         Row(name: "peak memory", value: peakRSSMiB(), unit: "MiB", note: "whole process"),
     ]
     var table = "| measure | value | unit | note |\n|---|---:|---|---|\n"
     for r in rows { table += "| \(r.name) | \(fmt(r.value, r.value < 100 ? 2 : 0)) | \(r.unit) | \(r.note) |\n" }
-    print("\nteamlog-bench: \(fmt(Double(ops))) ops (\(fmt(Double(accepted))) accepted), seed \(options.seed), batches of \(batch)\n")
+    print(
+        "\nteamlog-bench: \(fmt(Double(ops))) ops (\(fmt(Double(accepted))) accepted), seed \(options.seed), batches of \(batch)\n"
+    )
     print(table)
     if sink == -1 { print("") }
     let md = "## teamlog-bench (\(fmt(Double(ops))) ops, seed \(options.seed))\n\n" + table
     writeFile(outDir + "/bench.md", md)
-    writeFile(outDir + "/bench.svg", chart([
-        ("raw LMDB append", Double(records.count) / rawSeconds), ("teamlog ops", Double(parsed.count) / opsSeconds),
-        ("JSON Lines e2e", Double(lines.count) / jsonlSeconds), ("replay", Double(report.events) / auditSeconds),
-    ]))
+    writeFile(
+        outDir + "/bench.svg",
+        chart([
+            ("raw LMDB append", Double(records.count) / rawSeconds), ("teamlog ops", Double(parsed.count) / opsSeconds),
+            ("JSON Lines e2e", Double(lines.count) / jsonlSeconds), ("replay", Double(report.events) / auditSeconds),
+        ]))
     print("wrote \(outDir)/bench.md and \(outDir)/bench.svg")
 }
 
@@ -272,7 +307,8 @@ func writeFile(_ path: String, _ text: String) {
 func chart(_ bars: [(String, Double)]) -> String {
     let width = 640.0
     let top = bars.map(\.1).max() ?? 1
-    var svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width) + 260)\" height=\"\(bars.count * 34 + 20)\" font-family=\"sans-serif\" font-size=\"13\">\n"
+    var svg =
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width) + 260)\" height=\"\(bars.count * 34 + 20)\" font-family=\"sans-serif\" font-size=\"13\">\n"
     for (i, (name, value)) in bars.enumerated() {
         let y = 10 + i * 34
         let w = max(1, value / top * width)

@@ -9,7 +9,7 @@ import TeamLog
 import TeamLogWorkload
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func now() -> Double {
@@ -40,11 +40,17 @@ func benchmark() {
     var create = TeamCreate(team: "big")
     create.members = (1..<members).map { "u\($0)" }
     accept(Op(actor: "u0", body: .teamCreate(create)))
-    accept(Op(actor: "u0", body: .teamAddManagers(team: "big", targets: (1..<members).filter { $0 % 100 == 0 }.map { "u\($0)" })))
+    accept(
+        Op(
+            actor: "u0",
+            body: .teamAddManagers(team: "big", targets: (1..<members).filter { $0 % 100 == 0 }.map { "u\($0)" })))
     for i in 1..<members {
         let roll = Int.random(in: 0..<100, using: &rng)
-        if roll < 10 { accept(Op(actor: "u\(i)", body: .memberSetNotify(team: "big", state: .none))) }
-        else if roll < 25 { accept(Op(actor: "u\(i)", body: .memberSetNotify(team: "big", state: .managerOnly))) }
+        if roll < 10 {
+            accept(Op(actor: "u\(i)", body: .memberSetNotify(team: "big", state: .none)))
+        } else if roll < 25 {
+            accept(Op(actor: "u\(i)", body: .memberSetNotify(team: "big", state: .managerOnly)))
+        }
         if Int.random(in: 0..<100, using: &rng) < 30 { accept(Op(actor: "u\(i)", device: "d", body: .clientLogin)) }
     }
     let team = world.teams["big"]!
@@ -90,7 +96,8 @@ func benchmark() {
     let applyMessages = max(1, messages / 10)
     var sends: [Event] = []
     for i in 0..<applyMessages {
-        var m = MessageSend(to: Conversation(.team, "big"), messageId: "m\(i)", content: .object([("type", .string("text"))]))
+        var m = MessageSend(
+            to: Conversation(.team, "big"), messageId: "m\(i)", content: .object([("type", .string("text"))]))
         m.mentions = []
         let op = Op(actor: "u\(1 + (i % (members - 1)))", ts: 2, body: .messageSend(m))
         sends.append(Event(seq: 0, ts: 2, op: op))
@@ -107,11 +114,19 @@ func benchmark() {
 
     let decisionsCore = Double(members) * Double(messages) / coreSeconds
     let decisionsNaive = Double(members) * Double(naiveMessages) / naiveSeconds
-    print("team of \(members) members (\(MemberBits.count(bits.admins)) admins, \(MemberBits.count(bits.notifyNone)) none, \(MemberBits.count(bits.notifyManagerOnly)) managerOnly, \(MemberBits.count(bits.online)) online)")
-    print("bitset core     \(messages) messages  \(String(format1(coreSeconds / Double(messages) * 1e9))) ns/message  \(String(format1(decisionsCore / 1e9))) G member-decisions/s")
-    print("naive loop      \(naiveMessages) messages  \(String(format1(naiveSeconds / Double(naiveMessages) * 1e9))) ns/message  \(String(format1(decisionsNaive / 1e9))) G member-decisions/s")
+    print(
+        "team of \(members) members (\(MemberBits.count(bits.admins)) admins, \(MemberBits.count(bits.notifyNone)) none, \(MemberBits.count(bits.notifyManagerOnly)) managerOnly, \(MemberBits.count(bits.online)) online)"
+    )
+    print(
+        "bitset core     \(messages) messages  \(String(format1(coreSeconds / Double(messages) * 1e9))) ns/message  \(String(format1(decisionsCore / 1e9))) G member-decisions/s"
+    )
+    print(
+        "naive loop      \(naiveMessages) messages  \(String(format1(naiveSeconds / Double(naiveMessages) * 1e9))) ns/message  \(String(format1(decisionsNaive / 1e9))) G member-decisions/s"
+    )
     print("ratio           core is \(String(format1(decisionsCore / decisionsNaive)))x the naive loop")
-    print("domain apply    \(applyMessages) message.send  \(String(format1(applySeconds / Double(applyMessages) * 1e9))) ns/message (fan-out + unread + record)")
+    print(
+        "domain apply    \(applyMessages) message.send  \(String(format1(applySeconds / Double(applyMessages) * 1e9))) ns/message (fan-out + unread + record)"
+    )
     if sink == 42 { print("") }
 }
 

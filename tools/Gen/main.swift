@@ -7,11 +7,12 @@ import TeamLog
 import TeamLogWorkload
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func usage() -> Never {
-    print("""
+    print(
+        """
         usage: teamlog-gen [--ops N] [--seed S] [--users N] [--teams N] [--max-team N] [--mix team|full]
           --ops N        lines to write (default 100000)
           --seed S       RNG seed (default 42)

@@ -251,7 +251,9 @@ public enum EventCodec {
 
     static func json(_ r: inout ByteReader) throws(DecodeError) -> JSONValue {
         let text = try r.string()
-        do { return try JSONParser.parse(text) } catch { throw DecodeError("stored content is not JSON: \(error.message)") }
+        do { return try JSONParser.parse(text) } catch {
+            throw DecodeError("stored content is not JSON: \(error.message)")
+        }
     }
 
     // MARK: Enums as their case index

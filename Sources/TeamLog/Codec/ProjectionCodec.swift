@@ -39,63 +39,80 @@ public enum ProjectionCodec {
         case .message(let id):
             return (.messages, Array(id.utf8), world.messages[id].map(encodeMessage))
         case .conv(let key):
-            return (.convs, key.bytes, world.convs[key].map { conv in
-                var w = ByteWriter()
-                w.u8(version)
-                writeRef(conv.last, &w)
-                return w.bytes
-            })
+            return (
+                .convs, key.bytes,
+                world.convs[key].map { conv in
+                    var w = ByteWriter()
+                    w.u8(version)
+                    writeRef(conv.last, &w)
+                    return w.bytes
+                }
+            )
         case .counted(let key, let seq):
             return (.counted, seqKey(key.bytes, seq), position(world.convs[key]?.counted, seq))
         case .own(let key, let user, let seq):
             return (.own, seqKey(key.bytes + [0] + Array(user.utf8), seq), position(world.convs[key]?.own[user], seq))
         case .directed(let key, let user, let seq):
-            return (.directed, seqKey(key.bytes + [0] + Array(user.utf8), seq),
-                    position(world.convs[key]?.directed[user], seq))
+            return (
+                .directed, seqKey(key.bytes + [0] + Array(user.utf8), seq),
+                position(world.convs[key]?.directed[user], seq)
+            )
         case .userConv(let user, let key):
-            return (.userConvs, Array(user.utf8) + [0] + key.bytes, world.userConvs[user]?[key].map { uc in
-                var w = ByteWriter()
-                w.u8(version)
-                w.varint(uc.readSeq)
-                w.varint(uc.joinSeq)
-                w.varint(uc.leaveSeq.map { $0 + 1 } ?? 0)
-                writeRef(uc.last, &w)
-                return w.bytes
-            })
+            return (
+                .userConvs, Array(user.utf8) + [0] + key.bytes,
+                world.userConvs[user]?[key].map { uc in
+                    var w = ByteWriter()
+                    w.u8(version)
+                    w.varint(uc.readSeq)
+                    w.varint(uc.joinSeq)
+                    w.varint(uc.leaveSeq.map { $0 + 1 } ?? 0)
+                    writeRef(uc.last, &w)
+                    return w.bytes
+                }
+            )
         case .receipt(let id):
-            return (.receipts, Array(id.utf8), world.receipts[id].map { r in
-                var w = ByteWriter()
-                w.u8(version)
-                w.strings(r.receivers)
-                w.strings(r.read)
-                return w.bytes
-            })
+            return (
+                .receipts, Array(id.utf8),
+                world.receipts[id].map { r in
+                    var w = ByteWriter()
+                    w.u8(version)
+                    w.strings(r.receivers)
+                    w.strings(r.read)
+                    return w.bytes
+                }
+            )
         case .presence(let user):
-            return (.presence, Array(user.utf8), world.presence[user].map { p in
-                var w = ByteWriter()
-                w.u8(version)
-                w.strings(p.devices)
-                w.bool(p.offlineSince != nil)
-                if let since = p.offlineSince { w.zigzag(since) }
-                return w.bytes
-            })
+            return (
+                .presence, Array(user.utf8),
+                world.presence[user].map { p in
+                    var w = ByteWriter()
+                    w.u8(version)
+                    w.strings(p.devices)
+                    w.bool(p.offlineSince != nil)
+                    if let since = p.offlineSince { w.zigzag(since) }
+                    return w.bytes
+                }
+            )
         case .channel(let id):
             return (.channels, Array(id.utf8), world.channels[id].map(encodeChannel))
         case .offline(let user):
-            return (.offline, Array(user.utf8), world.offlineQueues[user].map { queue in
-                var w = ByteWriter()
-                w.u8(version)
-                w.varint(UInt64(queue.count))
-                for s in queue {
-                    w.varint(s.seq)
-                    w.string(s.channel)
-                    w.u8(EventCodec.index(s.event))
-                    w.string(s.from)
-                    w.optionalString(s.requestId)
-                    w.optionalString(s.pushText)
+            return (
+                .offline, Array(user.utf8),
+                world.offlineQueues[user].map { queue in
+                    var w = ByteWriter()
+                    w.u8(version)
+                    w.varint(UInt64(queue.count))
+                    for s in queue {
+                        w.varint(s.seq)
+                        w.string(s.channel)
+                        w.u8(EventCodec.index(s.event))
+                        w.string(s.from)
+                        w.optionalString(s.requestId)
+                        w.optionalString(s.pushText)
+                    }
+                    return w.bytes
                 }
-                return w.bytes
-            })
+            )
         }
     }
 
@@ -213,9 +230,10 @@ public enum ProjectionCodec {
         for _ in 0..<members { c.members.append((try r.string(), try r.zigzag())) }
         let invites = try r.count()
         for _ in 0..<invites {
-            c.invites.append(PendingInvite(
-                target: try r.string(), inviter: try r.string(), requestId: try r.string(), offline: try r.bool(),
-                pushText: try r.optionalString()))
+            c.invites.append(
+                PendingInvite(
+                    target: try r.string(), inviter: try r.string(), requestId: try r.string(), offline: try r.bool(),
+                    pushText: try r.optionalString()))
         }
         return c
     }
@@ -250,8 +268,9 @@ public enum ProjectionCodec {
             let text = try r.string()
             do { content = try JSONParser.parse(text) } catch { throw DecodeError("stored content is not JSON") }
         }
-        var m = StoredMessage(seq: seq, ts: ts, conv: conv, sender: sender, content: content, isTip: flags & 1 != 0,
-                              stored: flags & 2 != 0)
+        var m = StoredMessage(
+            seq: seq, ts: ts, conv: conv, sender: sender, content: content, isTip: flags & 1 != 0,
+            stored: flags & 2 != 0)
         m.needReceipt = flags & 4 != 0
         m.hasChanged = flags & 8 != 0
         if flags & 16 != 0 { m.directedUserIds = try r.strings() }
@@ -277,8 +296,10 @@ public enum ProjectionCodec {
     }
 
     /// Restores one stored record into `world` (used when opening a store).
-    public static func restore(_ table: ProjectionTable, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
-                               into world: inout World) throws(DecodeError) {
+    public static func restore(
+        _ table: ProjectionTable, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
+        into world: inout World
+    ) throws(DecodeError) {
         var r = ByteReader(value)
         let v = try r.u8()
         guard v == version else { throw DecodeError("\(table.rawValue): unknown record version \(v)") }
@@ -313,9 +334,13 @@ public enum ProjectionCodec {
             case .own: state.own[user, default: []].append(seq)
             default: state.directed[user, default: []].append(seq)
             }
-            let count = table == .counted ? state.counted.count
+            let count =
+                table == .counted
+                ? state.counted.count
                 : table == .own ? state.own[user]!.count : state.directed[user]!.count
-            guard position == UInt64(count) else { throw DecodeError("\(table.rawValue) position \(position) != \(count)") }
+            guard position == UInt64(count) else {
+                throw DecodeError("\(table.rawValue) position \(position) != \(count)")
+            }
             world.convs[conv] = state
         case .userConvs:
             guard let zero = key.firstIndex(of: 0), let conv = ConvKey(bytes: key[(zero + 1)...]) else {
@@ -345,9 +370,11 @@ public enum ProjectionCodec {
             let n = try r.count()
             var queue: [StoredSignal] = []
             for _ in 0..<n {
-                queue.append(StoredSignal(
-                    seq: try r.varint(), channel: try r.string(), event: try EventCodec.value(&r), from: try r.string(),
-                    requestId: try r.optionalString(), pushText: try r.optionalString()))
+                queue.append(
+                    StoredSignal(
+                        seq: try r.varint(), channel: try r.string(), event: try EventCodec.value(&r),
+                        from: try r.string(),
+                        requestId: try r.optionalString(), pushText: try r.optionalString()))
             }
             world.offlineQueues[String(decoding: key, as: UTF8.self)] = queue
         }
@@ -372,7 +399,9 @@ public enum ProjectionCodec {
     }
 
     /// conv 0 [user 0] seq(8, big-endian).
-    static func splitSeqKey(_ key: UnsafeRawBufferPointer, hasUser: Bool) throws(DecodeError) -> (ConvKey, String, UInt64) {
+    static func splitSeqKey(_ key: UnsafeRawBufferPointer, hasUser: Bool) throws(DecodeError) -> (
+        ConvKey, String, UInt64
+    ) {
         guard key.count > 9 else { throw DecodeError("index key too short") }
         let seq = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self))
         let head = key[..<(key.count - 9)]
@@ -389,8 +418,10 @@ public enum ProjectionCodec {
 
     static func splitKey(_ key: UnsafeRawBufferPointer) throws(DecodeError) -> (String, String) {
         guard let zero = key.firstIndex(of: 0) else { throw DecodeError("key without separator") }
-        return (String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self),
-                String(decoding: UnsafeRawBufferPointer(rebasing: key[(zero + 1)...]), as: UTF8.self))
+        return (
+            String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self),
+            String(decoding: UnsafeRawBufferPointer(rebasing: key[(zero + 1)...]), as: UTF8.self)
+        )
     }
 
     // MARK: Teams
@@ -485,7 +516,8 @@ public enum ProjectionCodec {
         let joinSeq = try r.varint()
         let slot = try r.varint()
         guard slot < UInt64(Int32.max) else { throw DecodeError("member slot out of range") }
-        return Member(user: user, role: role, notify: notify, mutedUntil: mutedUntil, joinSeq: joinSeq, slot: Int32(slot))
+        return Member(
+            user: user, role: role, notify: notify, mutedUntil: mutedUntil, joinSeq: joinSeq, slot: Int32(slot))
     }
 
     /// Decodes a stored member record on its own (queries).

@@ -24,8 +24,10 @@ public struct FanOut: Sendable {
         /// Mentioned slots (bitset): alerted despite `managerOnly`.
         public var mentions: [UInt64]?
 
-        public init(senderSlot: Int?, senderIsAdmin: Bool, silenceAll: SilenceReason? = nil, onlineOnly: Bool = false,
-                    directed: [UInt64]? = nil, mentions: [UInt64]? = nil) {
+        public init(
+            senderSlot: Int?, senderIsAdmin: Bool, silenceAll: SilenceReason? = nil, onlineOnly: Bool = false,
+            directed: [UInt64]? = nil, mentions: [UInt64]? = nil
+        ) {
             self.senderSlot = senderSlot
             self.senderIsAdmin = senderIsAdmin
             self.silenceAll = silenceAll

@@ -128,12 +128,14 @@ extension JSONParser {
         mutating func parseLiteral(_ literal: StaticString) throws(JSONParseError) {
             let start = index
             let length = literal.utf8CodeUnitCount
-            let matches = start + length <= count && literal.withUTF8Buffer { expected in
-                for k in 0..<length where byte(start + k) != expected[k] {
-                    return false
+            let matches =
+                start + length <= count
+                && literal.withUTF8Buffer { expected in
+                    for k in 0..<length where byte(start + k) != expected[k] {
+                        return false
+                    }
+                    return true
                 }
-                return true
-            }
             // "truex" is one bad token, not `true` followed by junk.
             guard matches, start + length == count || !JSONParser.isWordByte(byte(start + length)) else {
                 throw JSONParseError(offset: start, message: "invalid literal")
@@ -510,7 +512,9 @@ extension JSONParser {
             // Clinger's fast path: both operands exact, so one IEEE multiply/divide is correctly rounded.
             if !overflow && significand <= 1 << 53 && exponent >= -22 && exponent <= 22 {
                 var value = Double(significand)
-                value = exponent < 0 ? value / JSONParser.powersOfTen[-exponent]
+                value =
+                    exponent < 0
+                    ? value / JSONParser.powersOfTen[-exponent]
                     : value * JSONParser.powersOfTen[exponent]
                 return .double(negative ? -value : value)
             }
@@ -693,7 +697,8 @@ extension JSONParser {
                 var scalar = unit
                 if unit & 0xF800 == 0xD800 {
                     // A high surrogate needs an escaped low surrogate right after it; anything else is unpaired.
-                    let low = i + 7 < count && raw[i + 6] == UInt8(ascii: "\\") && raw[i + 7] == UInt8(ascii: "u")
+                    let low =
+                        i + 7 < count && raw[i + 6] == UInt8(ascii: "\\") && raw[i + 7] == UInt8(ascii: "u")
                         ? hex4(raw, at: i + 8) : -1
                     if unit < 0xDC00 && low >= 0xDC00 && low <= 0xDFFF {
                         scalar = 0x10000 + ((unit - 0xD800) << 10) + (UInt32(low) - 0xDC00)

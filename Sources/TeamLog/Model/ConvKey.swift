@@ -34,11 +34,12 @@ public struct ConvKey: Hashable, Sendable, Comparable {
 
     /// Key bytes: a kind letter then the id (`t`, `s`, `p`).
     public var bytes: [UInt8] {
-        let letter: UInt8 = switch kind {
-        case .team: UInt8(ascii: "t")
-        case .superTeam: UInt8(ascii: "s")
-        case .p2p: UInt8(ascii: "p")
-        }
+        let letter: UInt8 =
+            switch kind {
+            case .team: UInt8(ascii: "t")
+            case .superTeam: UInt8(ascii: "s")
+            case .p2p: UInt8(ascii: "p")
+            }
         return [letter] + Array(id.utf8)
     }
 

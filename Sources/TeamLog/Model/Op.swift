@@ -60,7 +60,9 @@ public struct TeamFields: Sendable, Equatable {
     public var isEmpty: Bool { changedTags.isEmpty }
 
     /// True when a mode field (owner/manager only) is set.
-    public var touchesModes: Bool { joinMode != nil || inviteMode != nil || beInviteMode != nil || updateInfoMode != nil }
+    public var touchesModes: Bool {
+        joinMode != nil || inviteMode != nil || beInviteMode != nil || updateInfoMode != nil
+    }
 
     /// The changed tags with their new values as text, in a fixed order.
     public var changedTags: [(tag: String, value: String)] {

@@ -70,16 +70,18 @@ public enum Record: Sendable, Equatable {
         case .output(.signal(let sig)):
             w.write(sig.json)
         case .output(.login(let login)):
-            w.write(.object([
-                ("kind", .string("login")), ("seq", .int(Int64(login.seq))), ("user", .string(login.user)),
-                ("device", .string(login.device)), ("offline", .array(login.offline.map(\.json))),
-                ("channels", .array(login.channels.map(\.summaryJSON))),
-            ]))
+            w.write(
+                .object([
+                    ("kind", .string("login")), ("seq", .int(Int64(login.seq))), ("user", .string(login.user)),
+                    ("device", .string(login.device)), ("offline", .array(login.offline.map(\.json))),
+                    ("channels", .array(login.channels.map(\.summaryJSON))),
+                ]))
         case .output(.notice(let n)):
-            w.write(.object([
-                ("kind", .string("notice")), ("seq", .int(Int64(n.seq))), ("to", .string(n.to)),
-                ("type", .string(n.type.rawValue)), ("team", .string(n.team)), ("from", .string(n.from)),
-            ]))
+            w.write(
+                .object([
+                    ("kind", .string("notice")), ("seq", .int(Int64(n.seq))), ("to", .string(n.to)),
+                    ("type", .string(n.type.rawValue)), ("team", .string(n.team)), ("from", .string(n.from)),
+                ]))
         }
     }
 
@@ -144,9 +146,13 @@ extension ZIMChangeInfo {
         if let groupNotice { pairs.append(("groupNotice", .string(groupNotice))) }
         if let groupAvatarUrl { pairs.append(("groupAvatarUrl", .string(groupAvatarUrl))) }
         if let groupMuted {
-            pairs.append(("groupMutedInfo", .object([
-                ("mode", .string(groupMuted ? "all" : "none")), ("expiredTime", .int(groupMuted ? -1 : 0)),
-            ])))
+            pairs.append(
+                (
+                    "groupMutedInfo",
+                    .object([
+                        ("mode", .string(groupMuted ? "all" : "none")), ("expiredTime", .int(groupMuted ? -1 : 0)),
+                    ])
+                ))
         }
         if let memberRole { pairs.append(("memberRole", .int(Int64(memberRole)))) }
         if let muteExpiredTime { pairs.append(("muteExpiredTime", .int(muteExpiredTime))) }
@@ -197,9 +203,16 @@ extension ChannelState {
         .object([
             ("channel", .string(id)), ("kind", .string(kind.rawValue)), ("closed", .bool(closed)),
             ("members", .array(memberIds.map { .string($0) })),
-            ("pendingInvites", .array(invites.map { i in
-                .object([("target", .string(i.target)), ("inviter", .string(i.inviter)), ("requestId", .string(i.requestId))])
-            })),
+            (
+                "pendingInvites",
+                .array(
+                    invites.map { i in
+                        .object([
+                            ("target", .string(i.target)), ("inviter", .string(i.inviter)),
+                            ("requestId", .string(i.requestId)),
+                        ])
+                    })
+            ),
         ])
     }
 }

@@ -23,15 +23,22 @@ extension World {
         return .object([
             ("user", .string(user)),
             ("total", .int(Int64(sorted.reduce(0) { $0 + $1.unread }))),
-            ("conversations", .array(sorted.map { row in
-                .object([
-                    ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
-                    ("lastReadSeq", .int(Int64(row.readSeq))),
-                    ("lastMessage", row.last.map {
-                        .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))])
-                    } ?? .null),
-                ])
-            })),
+            (
+                "conversations",
+                .array(
+                    sorted.map { row in
+                        .object([
+                            ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
+                            ("lastReadSeq", .int(Int64(row.readSeq))),
+                            (
+                                "lastMessage",
+                                row.last.map {
+                                    .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))])
+                                } ?? .null
+                            ),
+                        ])
+                    })
+            ),
         ])
     }
 
@@ -60,13 +67,17 @@ extension TeamState {
             ("inviteMode", .string(inviteMode.rawValue)), ("beInviteMode", .string(beInviteMode.rawValue)),
             ("updateInfoMode", .string(updateInfoMode.rawValue)), ("muted", .bool(muted)),
             ("dismissed", .bool(dismissed)), ("memberCount", .int(Int64(memberCount))),
-            ("members", .array(members.map { m in
-                let muted: JSONValue = m.isMuted(at: now) ? .int(m.mutedUntil!) : .null
-                return .object([
-                    ("user", .string(m.user)), ("role", .string(m.role.rawValue)),
-                    ("notify", .string(m.notify.rawValue)), ("mutedUntil", muted),
-                ])
-            })),
+            (
+                "members",
+                .array(
+                    members.map { m in
+                        let muted: JSONValue = m.isMuted(at: now) ? .int(m.mutedUntil!) : .null
+                        return .object([
+                            ("user", .string(m.user)), ("role", .string(m.role.rawValue)),
+                            ("notify", .string(m.notify.rawValue)), ("mutedUntil", muted),
+                        ])
+                    })
+            ),
         ])
     }
 }
@@ -95,7 +106,11 @@ extension StoredMessage {
             pairs.append(("needReceipt", .bool(needReceipt)))
             pairs.append(("directedUserIds", directedUserIds.map { .array($0.map { .string($0) }) } ?? .null))
             pairs.append(("hasChanged", .bool(hasChanged)))
-            pairs.append(("modifyInfo", modifiedBy.map { .object([("by", .string($0)), ("ts", .int(modifiedTs ?? 0))]) } ?? .null))
+            pairs.append(
+                (
+                    "modifyInfo",
+                    modifiedBy.map { .object([("by", .string($0)), ("ts", .int(modifiedTs ?? 0))]) } ?? .null
+                ))
         }
         return .object(pairs)
     }

@@ -52,12 +52,16 @@ extension OpBody {
         case .teamAddManagers(let t, let targets): return [("team", .string(t)), ("targets", Self.ids(targets))]
         case .teamRemoveManagers(let t, let targets): return [("team", .string(t)), ("targets", Self.ids(targets))]
         case .teamMuteMember(let t, let target, let muted, let until):
-            var pairs: [(String, JSONValue)] = [("team", .string(t)), ("target", .string(target)), ("muted", .bool(muted))]
+            var pairs: [(String, JSONValue)] = [
+                ("team", .string(t)), ("target", .string(target)), ("muted", .bool(muted)),
+            ]
             if let until { pairs.append(("until", .int(until))) }
             return pairs
         case .memberSetNotify(let t, let state): return [("team", .string(t)), ("state", .string(state.rawValue))]
         case .messageSend(let m):
-            var pairs: [(String, JSONValue)] = [("to", m.to.json), ("messageId", .string(m.messageId)), ("content", m.content)]
+            var pairs: [(String, JSONValue)] = [
+                ("to", m.to.json), ("messageId", .string(m.messageId)), ("content", m.content),
+            ]
             if m.needReceipt { pairs.append(("needReceipt", .bool(true))) }
             if let d = m.directedUserIds { pairs.append(("directedUserIds", Self.ids(d))) }
             if m.disableNotification { pairs.append(("disableNotification", .bool(true))) }
@@ -65,7 +69,9 @@ extension OpBody {
             if !m.isPersisted { pairs.append(("isPersisted", .bool(false))) }
             if !m.isCounted && m.isPersisted && !m.isStatusMessage { pairs.append(("isCounted", .bool(false))) }
             if m.isStatusMessage { pairs.append(("isStatusMessage", .bool(true))) }
-            if !m.metadata.isEmpty { pairs.append(("metadata", .object(m.metadata.map { ($0.key, .string($0.value)) }))) }
+            if !m.metadata.isEmpty {
+                pairs.append(("metadata", .object(m.metadata.map { ($0.key, .string($0.value)) })))
+            }
             if !m.mentions.isEmpty { pairs.append(("mentions", Self.ids(m.mentions))) }
             return pairs
         case .messageRead(let to, let upTo):
@@ -74,11 +80,14 @@ extension OpBody {
         case .messageModify(let id, let content): return [("messageId", .string(id)), ("content", content)]
         case .clientLogin, .clientLogout, .clockTick: return []
         case .channelCreate(let c, let kind, let ext):
-            return [("channel", .string(c)), ("kind", .string(kind.rawValue))] + (ext.map { [("ext", JSONValue.string($0))] } ?? [])
+            return [("channel", .string(c)), ("kind", .string(kind.rawValue))]
+                + (ext.map { [("ext", JSONValue.string($0))] } ?? [])
         case .channelJoin(let c), .channelLeave(let c), .channelClose(let c): return [("channel", .string(c))]
         case .channelInvite(let i):
-            var pairs: [(String, JSONValue)] = [("channel", .string(i.channel)), ("target", .string(i.target)),
-                                                ("requestId", .string(i.requestId)), ("offline", .bool(i.offline))]
+            var pairs: [(String, JSONValue)] = [
+                ("channel", .string(i.channel)), ("target", .string(i.target)),
+                ("requestId", .string(i.requestId)), ("offline", .bool(i.offline)),
+            ]
             if let text = i.pushText { pairs.append(("pushText", .string(text))) }
             return pairs
         case .channelCancelInvite(let c, let target, let r):
@@ -86,7 +95,9 @@ extension OpBody {
         case .channelReject(let c, let inviter, let r), .channelAccept(let c, let inviter, let r):
             return [("channel", .string(c)), ("inviter", .string(inviter)), ("requestId", .string(r))]
         case .channelControl(let c, let target, let data):
-            return [("channel", .string(c))] + (target.map { [("target", JSONValue.string($0))] } ?? []) + [("data", .string(data))]
+            return [("channel", .string(c))] + (target.map { [("target", JSONValue.string($0))] } ?? []) + [
+                ("data", .string(data))
+            ]
         }
     }
 }

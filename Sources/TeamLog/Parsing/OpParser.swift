@@ -16,7 +16,10 @@ public enum OpParser {
     /// rejection record can name it.
     public static func parseLine(_ line: UnsafeRawBufferPointer) -> (result: Result<Op, Rejection>, opId: String?) {
         if line.count > maxLineBytes {
-            return (.failure(Rejection(.lineTooLong, "line is \(line.count) bytes, over the \(maxLineBytes)-byte limit")), nil)
+            return (
+                .failure(Rejection(.lineTooLong, "line is \(line.count) bytes, over the \(maxLineBytes)-byte limit")),
+                nil
+            )
         }
         let value: JSONValue
         do {
@@ -151,8 +154,9 @@ public enum OpParser {
             .memberSetNotify(team: try f.requiredId("team"), state: try f.requiredEnum("state"))
         },
         "message.send": { f throws(Rejection) in
-            var m = MessageSend(to: try f.requiredConversation("to"), messageId: try f.requiredId("messageId"),
-                                content: try f.requiredContent("content"))
+            var m = MessageSend(
+                to: try f.requiredConversation("to"), messageId: try f.requiredId("messageId"),
+                content: try f.requiredContent("content"))
             if Ids.isReservedTipId(m.messageId) {
                 throw Rejection(.badId, "message id \"\(m.messageId)\" has the form reserved for tips (tip-<seq>)")
             }
@@ -165,7 +169,8 @@ public enum OpParser {
             m.isPersisted = try f.optionalBool("isPersisted") ?? true
             let counted = try f.optionalBool("isCounted")
             if counted == true && !m.isPersisted {
-                throw Rejection(.badField, "field \"isCounted\" needs \"isPersisted\": an unstored message cannot count")
+                throw Rejection(
+                    .badField, "field \"isCounted\" needs \"isPersisted\": an unstored message cannot count")
             }
             // Unstored and status messages never count; `isCounted` defaults to true only for stored ones.
             m.isCounted = (counted ?? true) && m.isPersisted && !m.isStatusMessage
@@ -192,34 +197,40 @@ public enum OpParser {
             return .clientLogout
         },
         "channel.create": { f throws(Rejection) in
-            .channelCreate(channel: try f.requiredId("channel"), kind: try f.optionalEnum("kind") ?? .audio,
-                           ext: try f.optionalText("ext"))
+            .channelCreate(
+                channel: try f.requiredId("channel"), kind: try f.optionalEnum("kind") ?? .audio,
+                ext: try f.optionalText("ext"))
         },
         "channel.join": { f throws(Rejection) in .channelJoin(channel: try f.requiredId("channel")) },
         "channel.invite": { f throws(Rejection) in
-            var i = ChannelInvite(channel: try f.requiredId("channel"), target: try f.requiredId("target"),
-                                  requestId: try f.requiredId("requestId"))
+            var i = ChannelInvite(
+                channel: try f.requiredId("channel"), target: try f.requiredId("target"),
+                requestId: try f.requiredId("requestId"))
             i.offline = try f.optionalBool("offline") ?? false
             i.pushText = try f.optionalText("pushText")
             return .channelInvite(i)
         },
         "channel.cancelInvite": { f throws(Rejection) in
-            .channelCancelInvite(channel: try f.requiredId("channel"), target: try f.requiredId("target"),
-                                 requestId: try f.requiredId("requestId"))
+            .channelCancelInvite(
+                channel: try f.requiredId("channel"), target: try f.requiredId("target"),
+                requestId: try f.requiredId("requestId"))
         },
         "channel.reject": { f throws(Rejection) in
-            .channelReject(channel: try f.requiredId("channel"), inviter: try f.requiredId("inviter"),
-                           requestId: try f.requiredId("requestId"))
+            .channelReject(
+                channel: try f.requiredId("channel"), inviter: try f.requiredId("inviter"),
+                requestId: try f.requiredId("requestId"))
         },
         "channel.accept": { f throws(Rejection) in
-            .channelAccept(channel: try f.requiredId("channel"), inviter: try f.requiredId("inviter"),
-                           requestId: try f.requiredId("requestId"))
+            .channelAccept(
+                channel: try f.requiredId("channel"), inviter: try f.requiredId("inviter"),
+                requestId: try f.requiredId("requestId"))
         },
         "channel.leave": { f throws(Rejection) in .channelLeave(channel: try f.requiredId("channel")) },
         "channel.close": { f throws(Rejection) in .channelClose(channel: try f.requiredId("channel")) },
         "channel.control": { f throws(Rejection) in
-            .channelControl(channel: try f.requiredId("channel"), target: try f.optionalId("target"),
-                            data: try f.optionalText("data") ?? "")
+            .channelControl(
+                channel: try f.requiredId("channel"), target: try f.optionalId("target"),
+                data: try f.optionalText("data") ?? "")
         },
         "clock.tick": { _ throws(Rejection) in .clockTick },
     ]

@@ -4,7 +4,9 @@ extension World {
     /// Applies `event` (which `decide` accepted against this state) and appends its outputs to `out`.
     public mutating func apply(_ event: Event, into out: inout [Output]) {
         precondition(event.seq == lastSeq + 1, "event \(event.seq) applied after \(lastSeq)")
-        if let deadline = syncDeadline, event.ts >= deadline { runMembersSync(at: event.ts, seq: event.seq, into: &out) }
+        if let deadline = syncDeadline, event.ts >= deadline {
+            runMembersSync(at: event.ts, seq: event.seq, into: &out)
+        }
         lastSeq = event.seq
         lastTs = max(lastTs, event.ts)
         let seq = event.seq
@@ -32,13 +34,15 @@ extension World {
                 touch(.member(c.team, user))
                 joinedConversation(user, team: c.team, seq: seq)
             }
-            tip(c.team, seq, nim: nil, zim: TipFactory.zim("GROUP_CREATED", 1, actor, joined),
+            tip(
+                c.team, seq, nim: nil, zim: TipFactory.zim("GROUP_CREATED", 1, actor, joined),
                 text: "\(actor) created \(TipFactory.teamName(team))", into: &out)
 
         case .teamInvite(let id, let targets):
             if teams[id]!.beInviteMode == .noConsent {
                 join(id, targets, seq: seq)
-                tip(id, seq, nim: TipFactory.nim("invite", actor, targets),
+                tip(
+                    id, seq, nim: TipFactory.nim("invite", actor, targets),
                     zim: TipFactory.zim("GROUP_INVITED", 4, actor, targets),
                     text: "\(actor) invited \(TipFactory.list(targets)) to \(name(id))", into: &out)
             } else {
@@ -53,7 +57,8 @@ extension World {
 
         case .teamAcceptInvite(let id, let inviter):
             join(id, [actor], seq: seq)
-            tip(id, seq, nim: TipFactory.nim("acceptInvitation", actor, [actor]),
+            tip(
+                id, seq, nim: TipFactory.nim("acceptInvitation", actor, [actor]),
                 zim: TipFactory.zim("GROUP_INVITED", 4, inviter, [actor]),
                 text: "\(actor) accepted \(inviter)'s invitation and joined \(name(id))", into: &out)
 
@@ -67,7 +72,8 @@ extension World {
         case .teamApply(let id, let message):
             if teams[id]!.joinMode == .free {
                 join(id, [actor], seq: seq)
-                tip(id, seq, nim: TipFactory.nim("applyPass", actor, [actor]),
+                tip(
+                    id, seq, nim: TipFactory.nim("applyPass", actor, [actor]),
                     zim: TipFactory.zim("GROUP_JOINED", 3, actor, [actor]),
                     text: "\(actor) joined \(name(id))", into: &out)
             } else {
@@ -80,7 +86,8 @@ extension World {
 
         case .teamApproveApply(let id, let applicant):
             join(id, [applicant], seq: seq)
-            tip(id, seq, nim: TipFactory.nim("applyPass", actor, [applicant]),
+            tip(
+                id, seq, nim: TipFactory.nim("applyPass", actor, [applicant]),
                 zim: TipFactory.zim("GROUP_JOINED", 3, actor, [applicant]),
                 text: "\(actor) approved \(applicant) to join \(name(id))", into: &out)
 
@@ -91,13 +98,15 @@ extension World {
 
         case .teamKick(let id, let targets):
             leave(id, targets, seq: seq)
-            tip(id, seq, nim: TipFactory.nim("kick", actor, targets),
+            tip(
+                id, seq, nim: TipFactory.nim("kick", actor, targets),
                 zim: TipFactory.zim("GROUP_KICKED_OUT", 6, actor, targets),
                 text: "\(actor) removed \(TipFactory.list(targets)) from \(name(id))", removed: targets, into: &out)
 
         case .teamLeave(let id):
             leave(id, [actor], seq: seq)
-            tip(id, seq, nim: TipFactory.nim("leave", actor, [actor]),
+            tip(
+                id, seq, nim: TipFactory.nim("leave", actor, [actor]),
                 zim: TipFactory.zim("GROUP_LEFT", 5, actor, [actor]),
                 text: "\(actor) left \(name(id))", removed: [actor], into: &out)
 
@@ -114,7 +123,8 @@ extension World {
             if let v = fields.ext { team.ext = v }
             teams[id] = team
             touch(.team(id))
-            tip(id, seq, nim: TipFactory.nim("update", actor, [], fields.changedTags.map { ($0.tag, $0.value) }),
+            tip(
+                id, seq, nim: TipFactory.nim("update", actor, [], fields.changedTags.map { ($0.tag, $0.value) }),
                 zim: TipFactory.zimUpdate(fields, actor: actor),
                 text: TipFactory.updateText(fields, actor: actor, team: name(id)), into: &out)
 
@@ -123,7 +133,8 @@ extension World {
             touch(.team(id))
             var info = ZIMChangeInfo("GROUP_MUTE_CHANGED", 5)
             info.groupMuted = muted
-            tip(id, seq, nim: TipFactory.nim("update", actor, [], [("muteMode", muted ? "1" : "0")]),
+            tip(
+                id, seq, nim: TipFactory.nim("update", actor, [], [("muteMode", muted ? "1" : "0")]),
                 zim: TipFactory.zim("GROUP_INFO_CHANGED", 7, actor, [], info),
                 text: "\(actor) \(muted ? "muted" : "unmuted") all members", into: &out)
 
@@ -137,7 +148,9 @@ extension World {
             teams[id]!.applications = [:]
             teams[id]!.dismissed = true
             touch(.team(id))
-            tip(id, seq, nim: TipFactory.nim("dismiss", actor, []), zim: TipFactory.zim("GROUP_DISMISSED", 2, actor, []),
+            tip(
+                id, seq, nim: TipFactory.nim("dismiss", actor, []),
+                zim: TipFactory.zim("GROUP_DISMISSED", 2, actor, []),
                 text: text, removed: removed, into: &out)
 
         case .teamTransferOwner(let id, let target, let leaving):
@@ -149,12 +162,14 @@ extension World {
             touch(.member(id, actor))
             var info = ZIMChangeInfo("GROUP_OWNER_TRANSFERRED", 10)
             info.memberRole = TipFactory.zimRole(.owner)
-            tip(id, seq, nim: TipFactory.nim("transferOwner", actor, [target]),
+            tip(
+                id, seq, nim: TipFactory.nim("transferOwner", actor, [target]),
                 zim: TipFactory.zim("GROUP_MEMBER_INFO_CHANGED", 8, actor, [target], info),
                 text: "\(actor) transferred the ownership of \(name(id)) to \(target)", into: &out)
             if leaving {
                 leave(id, [actor], seq: seq)
-                tip(id, seq, index: 1, nim: TipFactory.nim("leave", actor, [actor]),
+                tip(
+                    id, seq, index: 1, nim: TipFactory.nim("leave", actor, [actor]),
                     zim: TipFactory.zim("GROUP_LEFT", 5, actor, [actor]),
                     text: "\(actor) left \(name(id))", removed: [actor], into: &out)
             }
@@ -168,8 +183,12 @@ extension World {
             }
             var info = ZIMChangeInfo("GROUP_MEMBER_ROLE_CHANGED", 11)
             info.memberRole = TipFactory.zimRole(adding ? .manager : .normal)
-            let verb = adding ? "added \(TipFactory.list(targets)) as managers of" : "removed \(TipFactory.list(targets)) from the managers of"
-            tip(id, seq, nim: TipFactory.nim(adding ? "addManager" : "removeManager", actor, targets),
+            let verb =
+                adding
+                ? "added \(TipFactory.list(targets)) as managers of"
+                : "removed \(TipFactory.list(targets)) from the managers of"
+            tip(
+                id, seq, nim: TipFactory.nim(adding ? "addManager" : "removeManager", actor, targets),
                 zim: TipFactory.zim("GROUP_MEMBER_INFO_CHANGED", 8, actor, targets, info),
                 text: "\(actor) \(verb) \(name(id))", into: &out)
 
@@ -179,7 +198,8 @@ extension World {
             touch(.member(id, target))
             var info = ZIMChangeInfo("GROUP_MEMBER_MUTE_CHANGED", 12)
             info.muteExpiredTime = value ?? 0
-            tip(id, seq, nim: TipFactory.nim("mute", actor, [target]),
+            tip(
+                id, seq, nim: TipFactory.nim("mute", actor, [target]),
                 zim: TipFactory.zim("GROUP_MEMBER_INFO_CHANGED", 8, actor, [target], info),
                 text: "\(actor) \(muted ? "muted" : "unmuted") \(target)", into: &out)
 

@@ -31,7 +31,9 @@ extension World {
             if teams[c.team] != nil { throw Rejection(.teamExists, "team \(c.team) already exists") }
             let count = 1 + c.members.filter { $0 != actor }.count
             let limit = config.maxMembers(c.kind)
-            if count > limit { throw Rejection(.teamFull, "\(count) members exceed the \(c.kind.rawValue) limit of \(limit)") }
+            if count > limit {
+                throw Rejection(.teamFull, "\(count) members exceed the \(c.kind.rawValue) limit of \(limit)")
+            }
 
         case .teamInvite(let id, let targets):
             let team = try liveTeam(id)
@@ -93,7 +95,8 @@ extension World {
                     throw Rejection(.notMember, "\(target) is not a member of \(id)")
                 }
                 if role == .manager && member.role != .normal {
-                    throw Rejection(.notPermitted, "a manager may kick normal members only; \(target) is \(member.role.rawValue)")
+                    throw Rejection(
+                        .notPermitted, "a manager may kick normal members only; \(target) is \(member.role.rawValue)")
                 }
             }
 
@@ -147,7 +150,8 @@ extension World {
                 throw Rejection(.notMember, "\(target) is not a member of \(id)")
             }
             if role == .manager && member.role != .normal {
-                throw Rejection(.notPermitted, "a manager may mute normal members only; \(target) is \(member.role.rawValue)")
+                throw Rejection(
+                    .notPermitted, "a manager may mute normal members only; \(target) is \(member.role.rawValue)")
             }
 
         case .memberSetNotify(let id, _):
@@ -174,7 +178,9 @@ extension World {
 
     /// The role of `user`, who must be a member.
     func memberRole(_ team: TeamState, _ user: String) throws(Rejection) -> Role {
-        guard let member = team.member(user) else { throw Rejection(.notMember, "\(user) is not a member of \(team.id)") }
+        guard let member = team.member(user) else {
+            throw Rejection(.notMember, "\(user) is not a member of \(team.id)")
+        }
         return member.role
     }
 
@@ -195,7 +201,8 @@ extension World {
         if team.memberCount + adding > limit {
             throw Rejection(
                 .teamFull,
-                "\(team.id) has \(team.memberCount) members; adding \(adding) passes the \(team.kind.rawValue) limit of \(limit)")
+                "\(team.id) has \(team.memberCount) members; adding \(adding) passes the \(team.kind.rawValue) limit of \(limit)"
+            )
         }
     }
 }

@@ -17,7 +17,9 @@ extension World {
                 return
             }
             let team = try conversationTeam(m.to)
-            guard let member = team.member(actor) else { throw Rejection(.notMember, "\(actor) is not a member of \(team.id)") }
+            guard let member = team.member(actor) else {
+                throw Rejection(.notMember, "\(actor) is not a member of \(team.id)")
+            }
             if member.isMuted(at: ts) {
                 let until = member.mutedUntil == -1 ? "with no end" : "until \(member.mutedUntil!)"
                 throw Rejection(.muted, "\(actor) is muted in \(team.id) \(until)")
@@ -31,7 +33,9 @@ extension World {
 
         case .messageRead(let to, _):
             if to.kind == .p2p {
-                if to.id == actor { throw Rejection(.badField, "a p2p conversation needs a peer other than the reader") }
+                if to.id == actor {
+                    throw Rejection(.badField, "a p2p conversation needs a peer other than the reader")
+                }
                 return
             }
             let team = try conversationTeam(to)
@@ -40,7 +44,9 @@ extension World {
             }
 
         case .messageReceipt(let to, let ids):
-            if to.kind == .p2p { throw Rejection(.badField, "receipts are for team messages; \"to\" is a p2p conversation") }
+            if to.kind == .p2p {
+                throw Rejection(.badField, "receipts are for team messages; \"to\" is a p2p conversation")
+            }
             let team = try conversationTeam(to)
             let key = ConvKey(team: team.id, kind: team.kind)
             for id in ids {
@@ -51,14 +57,20 @@ extension World {
                 guard message.needReceipt, let tally = receipts[id] else {
                     throw Rejection(.notPermitted, "\(id) was sent without needReceipt")
                 }
-                if message.sender == actor { throw Rejection(.notPermitted, "\(actor) sent \(id): senders send no receipt") }
+                if message.sender == actor {
+                    throw Rejection(.notPermitted, "\(actor) sent \(id): senders send no receipt")
+                }
                 if !tally.isReceiver(actor) { throw Rejection(.notPermitted, "\(actor) did not receive \(id)") }
             }
 
         case .messageModify(let id, _):
-            guard let message = messages[id], message.stored else { throw Rejection(.noSuchMessage, "no stored message \(id)") }
+            guard let message = messages[id], message.stored else {
+                throw Rejection(.noSuchMessage, "no stored message \(id)")
+            }
             if message.isTip { throw Rejection(.notPermitted, "\(id) is a tip: tips cannot be modified") }
-            if message.sender != actor { throw Rejection(.notPermitted, "only the sender \(message.sender) may modify \(id)") }
+            if message.sender != actor {
+                throw Rejection(.notPermitted, "only the sender \(message.sender) may modify \(id)")
+            }
 
         default:
             preconditionFailure("not a message op: \(op.name)")
@@ -69,7 +81,9 @@ extension World {
     func conversationTeam(_ to: Conversation) throws(Rejection) -> TeamState {
         let team = try liveTeamOrDismissed(to.id)
         let kind: Conversation.Kind = team.kind == .team ? .team : .superTeam
-        if kind != to.kind { throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(team.kind.rawValue))") }
+        if kind != to.kind {
+            throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(team.kind.rawValue))")
+        }
         if team.dismissed { throw Rejection(.dismissed, "team \(to.id) was dismissed") }
         return team
     }
@@ -86,7 +100,11 @@ extension World {
         let seq = event.seq
         switch event.op.body {
         case .messageSend(let m):
-            if m.to.kind == .p2p { sendP2P(m, from: actor, event: event, into: &out) } else { sendTeam(m, from: actor, event: event, into: &out) }
+            if m.to.kind == .p2p {
+                sendP2P(m, from: actor, event: event, into: &out)
+            } else {
+                sendTeam(m, from: actor, event: event, into: &out)
+            }
 
         case .messageRead(let to, let upTo):
             let key = convKey(to, actor: actor)
@@ -127,10 +145,13 @@ extension World {
         let senderMember = team.member(sender)!
         let directed = m.directedUserIds.map { users in bitset(users, in: team) }
         let mentions = m.mentions.isEmpty ? nil : bitset(m.mentions, in: team)
-        let silenceAll: SilenceReason? = m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
-        fanOut.run(team.bits, FanOut.Message(
-            senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
-            onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
+        let silenceAll: SilenceReason? =
+            m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
+        fanOut.run(
+            team.bits,
+            FanOut.Message(
+                senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
+                onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
         stats.messages += 1
         stats.memberDecisions += team.memberCount
         stats.deliveries += MemberBits.count(fanOut.receivers)
@@ -207,16 +228,21 @@ extension World {
         }
         storeMessage(m, sender: sender, event: event, key: key)
         guard wantsDeliveries else { return }
-        let reason: SilenceReason? = m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
+        let reason: SilenceReason? =
+            m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
         let receivers = receives ? [peer] : []
-        out.append(.delivery(Delivery(
-            seq: seq, to: m.to, messageId: m.messageId, receivers: receivers,
-            alerted: reason == nil ? receivers : [], silenced: reason == nil ? [] : receivers.map { ($0, reason!) })))
+        out.append(
+            .delivery(
+                Delivery(
+                    seq: seq, to: m.to, messageId: m.messageId, receivers: receivers,
+                    alerted: reason == nil ? receivers : [],
+                    silenced: reason == nil ? [] : receivers.map { ($0, reason!) })))
     }
 
     private mutating func storeMessage(_ m: MessageSend, sender: String, event: Event, key: ConvKey) {
-        var record = StoredMessage(seq: event.seq, ts: event.ts, conv: key, sender: sender,
-                                   content: m.isStored ? m.content : .null, isTip: false, stored: m.isStored)
+        var record = StoredMessage(
+            seq: event.seq, ts: event.ts, conv: key, sender: sender,
+            content: m.isStored ? m.content : .null, isTip: false, stored: m.isStored)
         record.needReceipt = m.needReceipt && m.isStored && key.kind != .p2p
         record.directedUserIds = m.directedUserIds
         messages[m.messageId] = record
@@ -248,7 +274,8 @@ extension World {
             receivers.append(user)
             if let reason = fanOut.reason(slot) { silenced.append((user, reason)) } else { alerted.append(user) }
         }
-        return Delivery(seq: seq, to: to, messageId: messageId, receivers: receivers, alerted: alerted, silenced: silenced)
+        return Delivery(
+            seq: seq, to: to, messageId: messageId, receivers: receivers, alerted: alerted, silenced: silenced)
     }
 
     // MARK: Tips as messages
@@ -258,9 +285,10 @@ extension World {
         let team = teams[tip.team]!
         let key = ConvKey(team: team.id, kind: team.kind)
         let ref = MessageRef(seq: tip.seq, messageId: tip.messageId)
-        var record = StoredMessage(seq: tip.seq, ts: ts, conv: key, sender: actor,
-                                   content: .object([("type", .string("tip")), ("text", .string(tip.text))]),
-                                   isTip: true, stored: true)
+        var record = StoredMessage(
+            seq: tip.seq, ts: ts, conv: key, sender: actor,
+            content: .object([("type", .string("tip")), ("text", .string(tip.text))]),
+            isTip: true, stored: true)
         record.needReceipt = false
         messages[tip.messageId] = record
         touch(.message(tip.messageId))
@@ -313,7 +341,8 @@ extension World {
         guard let uc = userConvs[user]?[key], let conv = convs[key] else { return 0 }
         let base = max(uc.readSeq, uc.joinSeq)
         let end = uc.leaveSeq ?? UInt64.max
-        let broadcast = conv.counted.count(after: base, through: end) - (conv.own[user]?.count(after: base, through: end) ?? 0)
+        let broadcast =
+            conv.counted.count(after: base, through: end) - (conv.own[user]?.count(after: base, through: end) ?? 0)
         return broadcast + (conv.directed[user]?.count(after: base, through: end) ?? 0)
     }
 

@@ -21,7 +21,9 @@ extension World {
         case .channelInvite(let i):
             let channel = try openChannel(i.channel)
             try requireChannelMember(channel, actor)
-            if channel.isMember(i.target) { throw Rejection(.alreadyMember, "\(i.target) is already in channel \(i.channel)") }
+            if channel.isMember(i.target) {
+                throw Rejection(.alreadyMember, "\(i.target) is already in channel \(i.channel)")
+            }
         case .channelCancelInvite(let id, let target, let requestId):
             let channel = try openChannel(id)
             guard channel.invite(target: target, inviter: actor, requestId: requestId) != nil else {
@@ -30,14 +32,17 @@ extension World {
         case .channelReject(let id, let inviter, let requestId), .channelAccept(let id, let inviter, let requestId):
             let channel = try openChannel(id)
             guard channel.invite(target: actor, inviter: inviter, requestId: requestId) != nil else {
-                throw Rejection(.noInvitation, "no pending invitation \(requestId) from \(inviter) to \(actor) in \(id)")
+                throw Rejection(
+                    .noInvitation, "no pending invitation \(requestId) from \(inviter) to \(actor) in \(id)")
             }
         case .channelLeave(let id), .channelClose(let id):
             try requireChannelMember(try openChannel(id), actor)
         case .channelControl(let id, let target, _):
             let channel = try openChannel(id)
             try requireChannelMember(channel, actor)
-            if let target, !channel.isMember(target) { throw Rejection(.notMember, "\(target) is not in channel \(id)") }
+            if let target, !channel.isMember(target) {
+                throw Rejection(.notMember, "\(target) is not in channel \(id)")
+            }
         default:
             preconditionFailure("not a signaling op: \(op.name)")
         }
@@ -84,15 +89,19 @@ extension World {
             for user in others { signal(seq, id, .join, to: user, from: actor, into: &out) }
 
         case .channelInvite(let i):
-            channels[i.channel]!.invites.append(PendingInvite(
-                target: i.target, inviter: actor, requestId: i.requestId, offline: i.offline, pushText: i.pushText))
+            channels[i.channel]!.invites.append(
+                PendingInvite(
+                    target: i.target, inviter: actor, requestId: i.requestId, offline: i.offline, pushText: i.pushText))
             touch(.channel(i.channel))
-            signal(seq, i.channel, .invite, to: i.target, from: actor, requestId: i.requestId, store: i.offline,
-                   pushText: i.pushText, into: &out)
+            signal(
+                seq, i.channel, .invite, to: i.target, from: actor, requestId: i.requestId, store: i.offline,
+                pushText: i.pushText, into: &out)
 
         case .channelCancelInvite(let id, let target, let requestId):
             let invite = removeInvite(id, target: target, inviter: actor, requestId: requestId)
-            signal(seq, id, .cancelInvite, to: target, from: actor, requestId: requestId, store: invite.offline, into: &out)
+            signal(
+                seq, id, .cancelInvite, to: target, from: actor, requestId: requestId, store: invite.offline, into: &out
+            )
 
         case .channelReject(let id, let inviter, let requestId):
             removeInvite(id, target: actor, inviter: inviter, requestId: requestId)
@@ -140,12 +149,16 @@ extension World {
         let devices = devices(of: user)
         let stored = devices.isEmpty && store
         if stored {
-            offlineQueues[user, default: []].append(StoredSignal(
-                seq: seq, channel: channel, event: event, from: from, requestId: requestId, pushText: pushText))
+            offlineQueues[user, default: []].append(
+                StoredSignal(
+                    seq: seq, channel: channel, event: event, from: from, requestId: requestId, pushText: pushText))
             touch(.offline(user))
         }
-        out.append(.signal(Signal(seq: seq, channel: channel, event: event, to: user, devices: devices, stored: stored,
-                                  sync: false, from: from, requestId: requestId, members: members)))
+        out.append(
+            .signal(
+                Signal(
+                    seq: seq, channel: channel, event: event, to: user, devices: devices, stored: stored,
+                    sync: false, from: from, requestId: requestId, members: members)))
     }
 
     /// Multi-device sync: the actor's other online devices learn of their own accept/reject.
@@ -155,12 +168,17 @@ extension World {
     ) {
         let others = devices(of: actor).filter { $0 != device }
         guard !others.isEmpty else { return }
-        out.append(.signal(Signal(seq: seq, channel: channel, event: event, to: actor, devices: others, stored: false,
-                                  sync: true, from: actor, requestId: requestId, members: nil)))
+        out.append(
+            .signal(
+                Signal(
+                    seq: seq, channel: channel, event: event, to: actor, devices: others, stored: false,
+                    sync: true, from: actor, requestId: requestId, members: nil)))
     }
 
     @discardableResult
-    private mutating func removeInvite(_ id: String, target: String, inviter: String, requestId: String) -> PendingInvite {
+    private mutating func removeInvite(_ id: String, target: String, inviter: String, requestId: String)
+        -> PendingInvite
+    {
         let index = channels[id]!.invites.firstIndex {
             $0.target == target && $0.inviter == inviter && $0.requestId == requestId
         }!
@@ -236,7 +254,8 @@ extension World {
     /// Whether a queued entry still describes a member's current deadline.
     private func isCurrent(_ e: SyncQueue.Entry) -> Bool {
         guard let channel = channels[e.channel], !channel.closed,
-              let member = channel.members.first(where: { $0.user == e.user }) else { return false }
+            let member = channel.members.first(where: { $0.user == e.user })
+        else { return false }
         return syncDeadline(e.user, joinedTs: member.joinedTs) == e.deadline
     }
 

@@ -13,7 +13,9 @@ public struct Member: Sendable, Equatable {
     /// Dense index of the member inside its team, reused after leaves (lowest free first).
     public var slot: Int32
 
-    public init(user: String, role: Role, notify: NotifyState = .all, mutedUntil: Int64? = nil, joinSeq: UInt64, slot: Int32) {
+    public init(
+        user: String, role: Role, notify: NotifyState = .all, mutedUntil: Int64? = nil, joinSeq: UInt64, slot: Int32
+    ) {
         self.user = user
         self.role = role
         self.notify = notify

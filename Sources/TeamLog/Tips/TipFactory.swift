@@ -14,7 +14,8 @@ enum TipFactory {
     static func nim(_ type: String, _ actor: String, _ targets: [String], _ attachment: [(String, String)]? = nil)
         -> NIMTipView
     {
-        NIMTipView(operationType: type, sourceID: actor, targetIDs: targets, attachment: attachment?.map { ($0.0, $0.1) })
+        NIMTipView(
+            operationType: type, sourceID: actor, targetIDs: targets, attachment: attachment?.map { ($0.0, $0.1) })
     }
 
     /// The ZIM view of an update: event 7 only when name, notice or avatar changed.
