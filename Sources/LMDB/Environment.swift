@@ -40,6 +40,8 @@ public final class Environment: @unchecked Sendable {
     private let resizeLock: UnsafeMutablePointer<pthread_rwlock_t> = .allocate(capacity: 1)
     /// Stale reader slots found and cleared at open.
     public private(set) var staleReadersCleared: Int = 0
+    /// The thread inside `write`, if any (to refuse a nested write instead of deadlocking).
+    private var writerThread: pthread_t?
     /// How many times `write` grew the map.
     public private(set) var mapGrowths: Int = 0
 
@@ -150,6 +152,13 @@ public final class Environment: @unchecked Sendable {
     /// `body` must only write through `txn` and compute from state it does not change.
     public func write<R>(_ body: (WriteTransaction) throws -> R) throws -> R {
         precondition(!options.readOnly, "write on a read-only environment")
+        // LMDB's writer lock does not nest: a second write on the thread that holds it would wait forever.
+        if writerThread.map({ pthread_equal($0, pthread_self()) != 0 }) == true {
+            throw LMDBError(code: .busy, message: "a write transaction is already open on this thread (writes do not nest; "
+                + "open database handles before the write)", context: "write")
+        }
+        writerThread = pthread_self()
+        defer { writerThread = nil }
         while true {
             let txn: WriteTransaction
             do {

@@ -252,3 +252,20 @@ import Testing
         #expect(try env.read { try $0.get(db, "added") } == "yes")
     }
 }
+
+@Suite struct NestedWriteTests {
+    /// A write inside a write on the same thread fails at once instead of deadlocking on LMDB's writer lock.
+    @Test func nestedWriteFailsInsteadOfHanging() throws {
+        let dir = TemporaryDirectory()
+        let env = try Environment(path: dir.child("env"))
+        let db = try env.openHandle("d")
+        var inner: (any Error)?
+        try env.write { txn in
+            try txn.put(db, key: [1], value: [1])
+            do { _ = try env.openHandle("other") } catch { inner = error }
+        }
+        let error = try #require(inner as? LMDBError)
+        #expect(error.code == .busy)
+        #expect(try env.read { try $0.get(db, key: [1]) } == [1])
+    }
+}
