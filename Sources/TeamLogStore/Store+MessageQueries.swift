@@ -62,14 +62,11 @@ extension Store {
                 try txn.withValue(dbs.projection(.messages), key: key) { value -> JSONValue? in
                     guard let value else { return nil }
                     let m = try ProjectionCodec.decodeMessage(value)
-                    return Self.messageJSON(messageId, m)
+                    return m.json(id: messageId)
                 }
             }
         }
     }
-
-    /// The shape of `teamlog message`.
-    public static func messageJSON(_ id: String, _ m: StoredMessage) -> JSONValue { m.json(id: id) }
 
     private func sharedLast(_ txn: Transaction, _ conv: ConvKey) throws -> MessageRef? {
         try conv.bytes.withUnsafeBytes { key in

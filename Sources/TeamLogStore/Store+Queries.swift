@@ -28,12 +28,7 @@ extension Store {
             return true
         }
         members.sort { ($0.joinSeq, $0.slot) < ($1.joinSeq, $1.slot) }
-        return Self.teamJSON(team, memberCount: count, members: members, now: lastTs)
-    }
-
-    /// The SPEC §5 shape of a team.
-    public static func teamJSON(_ t: TeamState, memberCount: Int, members: [Member], now: Int64) -> JSONValue {
-        t.json(memberCount: memberCount, members: members, now: now)
+        return team.json(memberCount: count, members: members, now: lastTs)
     }
 
     /// Seq and time of the last committed event.
