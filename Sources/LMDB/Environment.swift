@@ -154,8 +154,10 @@ public final class Environment: @unchecked Sendable {
         precondition(!options.readOnly, "write on a read-only environment")
         // LMDB's writer lock does not nest: a second write on the thread that holds it would wait forever.
         if writerThread.map({ pthread_equal($0, pthread_self()) != 0 }) == true {
-            throw LMDBError(code: .busy, message: "a write transaction is already open on this thread (writes do not nest; "
-                + "open database handles before the write)", context: "write")
+            throw LMDBError(
+                code: .busy,
+                message: "a write transaction is already open on this thread (writes do not nest; "
+                    + "open database handles before the write)", context: "write")
         }
         writerThread = pthread_self()
         defer { writerThread = nil }

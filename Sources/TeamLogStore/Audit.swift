@@ -65,83 +65,79 @@ extension Store {
     func compareTable(_ table: ProjectionTable, world: World, expected: Int, in txn: Transaction) throws
         -> AuditReport.TableResult
     {
-        var hasher = SHA256()
-        var count = 0
-        var difference: String?
-        func name(_ key: [UInt8]) -> String {
-            String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
-        }
-        try txn.forEach(dbs.projection(table)) { key, value in
-            count += 1
-            var lengths = (UInt32(key.count), UInt32(value.count))
-            withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
-            hasher.update(bufferPointer: key)
-            hasher.update(bufferPointer: value)
-            guard difference == nil else { return true }
+        try scanTable(table, in: txn) { key, value in
+            let name = Self.keyName(key)
             guard let projectionKey = ProjectionCodec.key(table, key) else {
-                difference = "\(table.rawValue) \(name(Array(key))): not a valid key of this table"
-                return true
+                return "\(table.rawValue) \(name): not a valid key of this table"
             }
             guard let replayed = ProjectionCodec.record(projectionKey, in: world).2 else {
-                difference = "\(table.rawValue) \(name(Array(key))): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
-                return true
+                return
+                    "\(table.rawValue) \(name): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
             }
-            if !value.elementsEqual(replayed) {
-                difference = "\(table.rawValue) \(name(Array(key))): stored \(Self.describe(table, Array(key), Array(value))) vs replayed \(Self.describe(table, Array(key), replayed))"
-            }
-            return true
+            if value.elementsEqual(replayed) { return nil }
+            return
+                "\(table.rawValue) \(name): stored \(Self.describe(table, Array(key), Array(value))) vs replayed \(Self.describe(table, Array(key), replayed))"
         }
-        let digest = count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
-        return AuditReport.TableResult(table: table.rawValue, records: count, digest: digest, difference: difference)
     }
 
-    /// Streams one stored table in key order against the replayed records: counts, digests (SHA-256 over
-    /// length-prefixed keys and values) and the first difference, without copying the table.
+    /// Compares one stored table with the replayed records sorted by key (the path that can also name a
+    /// record missing from the store).
     func compareTable(_ table: ProjectionTable, replayed: [([UInt8], [UInt8])], in txn: Transaction) throws
         -> AuditReport.TableResult
     {
+        var j = 0
+        var result = try scanTable(table, in: txn) { key, value in
+            guard j < replayed.count else {
+                return "\(table.rawValue) \(Self.keyName(key)): stored but absent after replay"
+            }
+            let (rk, rv) = replayed[j]
+            if key.elementsEqual(rk) {
+                j += 1
+                if value.elementsEqual(rv) { return nil }
+                return
+                    "\(table.rawValue) \(Self.keyName(rk)): stored \(Self.describe(table, rk, Array(value))) vs replayed \(Self.describe(table, rk, rv))"
+            }
+            if key.lexicographicallyPrecedes(rk) {
+                return
+                    "\(table.rawValue) \(Self.keyName(key)): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
+            }
+            return
+                "\(table.rawValue) \(Self.keyName(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
+        }
+        if result.difference == nil && j < replayed.count {
+            let (rk, rv) = replayed[j]
+            result.difference =
+                "\(table.rawValue) \(Self.keyName(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
+        }
+        return result
+    }
+
+    /// Walks a stored table once: counts its records, digests them (SHA-256 over length-prefixed keys and
+    /// values) and keeps the first difference `check` reports, without copying the table.
+    private func scanTable(
+        _ table: ProjectionTable, in txn: Transaction,
+        _ check: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> String?
+    ) throws -> AuditReport.TableResult {
         var hasher = SHA256()
         var count = 0
-        var j = 0
         var difference: String?
-        func name(_ key: [UInt8]) -> String {
-            String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
-        }
         try txn.forEach(dbs.projection(table)) { key, value in
             count += 1
             var lengths = (UInt32(key.count), UInt32(value.count))
             withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
             hasher.update(bufferPointer: key)
             hasher.update(bufferPointer: value)
-            guard difference == nil else { return true }
-            guard j < replayed.count else {
-                difference = "\(table.rawValue) \(name(Array(key))): stored but absent after replay"
-                return true
-            }
-            let (rk, rv) = replayed[j]
-            if key.elementsEqual(rk) {
-                if !value.elementsEqual(rv) {
-                    difference =
-                        "\(table.rawValue) \(name(rk)): stored \(Self.describe(table, rk, Array(value))) vs replayed \(Self.describe(table, rk, rv))"
-                }
-                j += 1
-            } else if key.lexicographicallyPrecedes(rk) {
-                difference =
-                    "\(table.rawValue) \(name(Array(key))): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
-            } else {
-                difference =
-                    "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
-            }
+            if difference == nil { difference = check(key, value) }
             return true
-        }
-        if difference == nil && j < replayed.count {
-            let (rk, rv) = replayed[j]
-            difference =
-                "\(table.rawValue) \(name(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
         }
         let digest =
             count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
         return AuditReport.TableResult(table: table.rawValue, records: count, digest: digest, difference: difference)
+    }
+
+    /// A key as text, its 0x00 separators shown as `/`.
+    static func keyName(_ key: some Sequence<UInt8>) -> String {
+        String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
     }
 
     /// A record's value in readable form (decoded when possible).

@@ -1,8 +1,8 @@
 import LMDB
-import Testing
 import TeamLog
 import TeamLogStore
 import TestSupport
+import Testing
 
 /// `audit` compares every stored projection with the replay and names the first difference: a changed
 /// value, a record missing from the store and a record the replay does not have.
@@ -13,8 +13,12 @@ import TestSupport
         try h.feed(TeamWorkloadProbe.lines(count: 400, seed: 5))
         try h.feed([
             op("team.create", "own", ["team": "AUD", "members": ["a", "b"]]),
-            op("message.send", "a", ["to": ["type": "team", "id": "AUD"] as KeyValuePairs<String, Any>, "messageId": "am1",
-                                     "content": ["type": "text"] as KeyValuePairs<String, Any>]),
+            op(
+                "message.send", "a",
+                [
+                    "to": ["type": "team", "id": "AUD"] as KeyValuePairs<String, Any>, "messageId": "am1",
+                    "content": ["type": "text"] as KeyValuePairs<String, Any>,
+                ]),
         ])
         h.store.close()
         return h

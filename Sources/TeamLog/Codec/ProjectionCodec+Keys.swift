@@ -24,7 +24,9 @@ extension ProjectionCodec {
             guard let (conv, user, seq) = try? splitSeqKey(bytes, hasUser: true) else { return nil }
             return table == .own ? .own(conv, user, seq) : .directed(conv, user, seq)
         case .userConvs:
-            guard let zero = bytes.firstIndex(of: 0), let conv = ConvKey(bytes: bytes[(zero + 1)...]) else { return nil }
+            guard let zero = bytes.firstIndex(of: 0), let conv = ConvKey(bytes: bytes[(zero + 1)...]) else {
+                return nil
+            }
             return .userConv(text(bytes[..<zero]), conv)
         case .receipts: return .receipt(text(bytes[...]))
         case .presence: return .presence(text(bytes[...]))
