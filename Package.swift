@@ -87,3 +87,18 @@ let package = Package(
         ),
     ]
 )
+
+// MARK: - The per-recipient-row SQLite baseline (built only when asked)
+
+// GRDB (SQLite) is needed only by this benchmark baseline, so ordinary builds and `swift test` do not
+// fetch or compile it: `TEAMLOG_SQLITE_BASELINE=1 swift run -c release teamlog-sqlite-baseline`.
+if Context.environment["TEAMLOG_SQLITE_BASELINE"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"))
+    package.targets.append(
+        .executableTarget(
+            name: "teamlog-sqlite-baseline",
+            dependencies: ["TeamLog", "TeamLogStore", "TeamLogWorkload", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "tools/SQLiteBaseline",
+            swiftSettings: swiftSettings
+        ))
+}
