@@ -67,6 +67,35 @@ import Testing
         #expect(earlier["members"] == .array([.string("alice"), .string("bob")]))
     }
 
+    /// SPEC §4: `--emit all|events|none` chooses what is printed; the store is the same whichever is chosen.
+    @Test func emitModesPrintLessAndStoreTheSame() throws {
+        let dir = TemporaryDirectory()
+        // Every op with its own `ts`, so the three stores do not differ by the processor's clock.
+        let source = dir.child("source")
+        #expect(try run(["ingest", Self.examples + "/messages.jsonl", "--store", source, "--emit", "none"]).0 == .exited(0))
+        let timed = dir.child("timed.jsonl")
+        let fd = open(timed, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let text = try run(["log", "--store", source]).1.joined(separator: "\n") + "\n{\"op\":\"team.fly\",\"actor\":\"a\"}\n"
+        _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        var digests: [[String]] = []
+        var printed: [String: [String]] = [:]
+        for mode in ["all", "events", "none"] {
+            let store = dir.child(mode)
+            let (status, lines) = try run(["ingest", timed, "--store", store, "--emit", mode])
+            #expect(status == .exited(0))
+            printed[mode] = lines.compactMap { try? JSONParser.parse($0)["kind"]?.stringValue }
+            let (auditStatus, audit) = try run(["audit", "--store", store])
+            #expect(auditStatus == .exited(0))
+            digests.append(audit.filter { $0.hasSuffix("OK") && !$0.hasPrefix("audit") && !$0.hasPrefix("chain") })
+        }
+        #expect(Set(printed["all"]!).isSuperset(of: ["event", "tip", "delivery", "rejected"]))
+        #expect(Set(printed["events"]!) == ["event", "rejected"])
+        #expect(printed["events"]!.count == printed["all"]!.filter { $0 == "event" || $0 == "rejected" }.count)
+        #expect(printed["none"]!.isEmpty)
+        #expect(digests[0] == digests[1] && digests[1] == digests[2] && !digests[0].isEmpty)
+    }
+
     @Test func exportedLogRebuildsAnEqualStore() throws {
         let dir = TemporaryDirectory()
         let a = dir.child("a")

@@ -99,30 +99,17 @@ import Testing
             return (received[user]?[key] ?? []).filter { $0 > base }.count
         }
 
-        /// The unread query as the model would answer it.
+        /// The unread query as the model would answer it (counts and last messages from the model; the
+        /// shape and order are the query's, whose exact text MessageQueryTests checks).
         func view(_ user: String) -> JSONValue {
-            let rows = (convs[user] ?? []).map { key in
-                (key: key, unread: unread(user, key), readSeq: readSeq[user]?[key] ?? 0, last: last[user]?[key])
-            }.sorted { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
-            return .object([
-                ("user", .string(user)), ("total", .int(Int64(rows.reduce(0) { $0 + $1.unread }))),
-                (
-                    "conversations",
-                    .array(
-                        rows.map { row in
-                            .object([
-                                ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
-                                ("lastReadSeq", .int(Int64(row.readSeq))),
-                                (
-                                    "lastMessage",
-                                    row.last.map {
-                                        .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.id))])
-                                    } ?? .null
-                                ),
-                            ])
-                        })
-                ),
-            ])
+            World.unreadJSON(
+                user: user,
+                rows: (convs[user] ?? []).map { key in
+                    (
+                        key: key, unread: unread(user, key), readSeq: readSeq[user]?[key] ?? 0,
+                        last: last[user]?[key].map { MessageRef(seq: $0.seq, messageId: $0.id) }
+                    )
+                })
         }
     }
 

@@ -41,30 +41,7 @@ enum Msg {
 /// record of §4, and the unread/last-message rules they show: p2p sides, leaving, rejoining, reading.
 @Suite struct MessageQueryTests {
     /// The unread view as the in-memory `World` computes it, in the query's shape and order.
-    static func expectedUnread(_ world: World, _ user: String) -> JSONValue {
-        let rows = (world.userConvs[user] ?? [:]).map { key, uc in
-            (key: key, unread: world.unread(user, key), readSeq: uc.readSeq, last: world.lastMessage(user, key))
-        }.sorted { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
-        return .object([
-            ("user", .string(user)), ("total", .int(Int64(rows.reduce(0) { $0 + $1.unread }))),
-            (
-                "conversations",
-                .array(
-                    rows.map { row in
-                        .object([
-                            ("to", row.key.conversation(for: user).json), ("unread", .int(Int64(row.unread))),
-                            ("lastReadSeq", .int(Int64(row.readSeq))),
-                            (
-                                "lastMessage",
-                                row.last.map {
-                                    .object([("seq", .int(Int64($0.seq))), ("messageId", .string($0.messageId))])
-                                } ?? .null
-                            ),
-                        ])
-                    })
-            ),
-        ])
-    }
+    static func expectedUnread(_ world: World, _ user: String) -> JSONValue { world.unreadView(user) }
 
     /// `unreadView` must equal the in-memory computation, before and after a reopen.
     static func checkAgainstWorld(_ h: StoreHarness, _ users: [String]) throws {

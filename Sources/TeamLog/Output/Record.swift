@@ -9,12 +9,6 @@ public enum Record: Sendable, Equatable {
     /// What applying an event produced.
     case output(Output)
 
-    /// Whether `--emit events` prints it (everything but tips, notices and deliveries).
-    public var isEventLevel: Bool {
-        if case .output = self { return false }
-        return true
-    }
-
     /// The record as one line of JSON (no newline), keys in the SPEC's order.
     public func write(into w: inout JSONWriter) {
         switch self {
