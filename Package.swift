@@ -30,6 +30,13 @@ let package = Package(
             pkgConfig: "lmdb",
             providers: [.apt(["liblmdb-dev"])]
         ),
+        // Only the benchmark's per-recipient-row baseline uses SQLite; the product never links it.
+        .systemLibrary(
+            name: "CSQLite",
+            path: "tools/CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         // MARK: The safe wrapper: the only target that imports CLMDB
         .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
         // MARK: The pure domain
@@ -60,7 +67,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "teamlog-bench",
-            dependencies: ["TeamLog", "TeamLogStore", "TeamLogWorkload", "LMDB"],
+            dependencies: ["TeamLog", "TeamLogStore", "TeamLogWorkload", "LMDB", "CSQLite"],
             path: "tools/Bench",
             swiftSettings: swiftSettings
         ),
@@ -88,17 +95,20 @@ let package = Package(
     ]
 )
 
-// MARK: - The per-recipient-row SQLite baseline (built only when asked)
+// MARK: - package-benchmark micro-benchmarks (built only when asked)
 
-// GRDB (SQLite) is needed only by this benchmark baseline, so ordinary builds and `swift test` do not
-// fetch or compile it: `TEAMLOG_SQLITE_BASELINE=1 swift run -c release teamlog-sqlite-baseline`.
-if Context.environment["TEAMLOG_SQLITE_BASELINE"] != nil {
-    package.dependencies.append(.package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"))
+// package-benchmark and its dependencies are fetched and compiled only with the variable set, so
+// `swift build`, `swift test` and CI never see them:
+// `TEAMLOG_BENCHMARKS=1 swift package --scratch-path .build-bench benchmark`.
+if Context.environment["TEAMLOG_BENCHMARKS"] != nil {
+    package.dependencies.append(
+        .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]))
     package.targets.append(
         .executableTarget(
-            name: "teamlog-sqlite-baseline",
-            dependencies: ["TeamLog", "TeamLogStore", "TeamLogWorkload", .product(name: "GRDB", package: "GRDB.swift")],
-            path: "tools/SQLiteBaseline",
-            swiftSettings: swiftSettings
+            name: "TeamLogBenchmarks",
+            dependencies: ["TeamLog", "TeamLogWorkload", .product(name: "Benchmark", package: "benchmark")],
+            path: "Benchmarks/TeamLogBenchmarks",
+            swiftSettings: swiftSettings,
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ))
 }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Installs what teamlog needs on Debian when it is missing: LMDB's headers and library (liblmdb-dev).
+# Installs what teamlog needs on Debian when it is missing: LMDB's headers and library (liblmdb-dev), and
+# SQLite's (libsqlite3-dev), which only teamlog-bench's per-recipient-row baseline links.
 set -euo pipefail
-if pkg-config --exists lmdb 2>/dev/null || [ -f /usr/include/lmdb.h ]; then
+missing=()
+if ! pkg-config --exists lmdb 2>/dev/null && [ ! -f /usr/include/lmdb.h ]; then missing+=(liblmdb-dev); fi
+if ! pkg-config --exists sqlite3 2>/dev/null && [ ! -f /usr/include/sqlite3.h ]; then missing+=(libsqlite3-dev); fi
+if ! command -v pkg-config >/dev/null 2>&1; then missing+=(pkg-config); fi
+if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-echo "teamlog: installing liblmdb-dev" >&2
+echo "teamlog: installing ${missing[*]}" >&2
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 $SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq liblmdb-dev pkg-config >/dev/null
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null

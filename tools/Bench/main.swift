@@ -1,9 +1,11 @@
 // teamlog-bench: on one generated workload, in one process, teamlog against its baselines.
 //
 //   swift run -c release teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]
+//                                      [--row-mix-ops N] [--sqlite-seconds S]
 //
 // Reports ops/s, member-decisions/s, deliveries/s, replay (audit) events/s, peak memory, store bytes per
-// event and stream commit latency, beside the raw-LMDB-append limit and a naive per-member fan-out; writes
+// event and stream commit latency, beside the raw-LMDB-append limit, a naive per-member fan-out and the
+// per-recipient-row design in SQLite (on a second mix with teams up to 2,000 members); writes
 // `bench.md` (a BENCHMARKS.md-ready table) and `bench.svg` (a chart) to --out.
 
 import LMDB
@@ -70,6 +72,8 @@ func run() throws {
     var options = MixedWorkload.Options()
     options.maxTeam = 20_000
     var outDir = "."
+    var rowMixOps = 50_000
+    var sqliteBudget = 30.0
     var args = CommandLine.arguments.dropFirst().makeIterator()
     while let a = args.next() {
         switch a {
@@ -77,8 +81,12 @@ func run() throws {
         case "--seed": options.seed = UInt64(args.next()!)!
         case "--max-team": options.maxTeam = Int(args.next()!)!
         case "--out": outDir = args.next()!
+        case "--row-mix-ops": rowMixOps = Int(args.next()!)!
+        case "--sqlite-seconds": sqliteBudget = Double(args.next()!)!
         default:
-            print("usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]")
+            print(
+                "usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR] [--row-mix-ops N] [--sqlite-seconds S]"
+            )
             exit(2)
         }
     }
@@ -238,6 +246,40 @@ func run() throws {
     let p50 = latencies[latencies.count / 2] * 1000
     let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1000
 
+    // 8. Per-recipient rows in SQLite vs teamlog, on a mix whose teams go up to 2,000 members.
+    var rowOptions = options
+    rowOptions.maxTeam = 2_000
+    var rowWorkload = MixedWorkload(options: rowOptions)
+    var rowOps: [Op] = []
+    for _ in 0..<rowMixOps {
+        if case .success(let op) = OpParser.parse(line: rowWorkload.next()) { rowOps.append(op) }
+    }
+    let dirE = tempDir("rows-teamlog")
+    defer { removeTree(dirE) }
+    let storeE = try Store(path: dirE, options: storeOptions)
+    storeE.wantsDeliveries = false
+    // Elapsed time and messages at the end of each batch, to compare on the prefix the baseline finishes.
+    var teamlogAtBatch: [(seconds: Double, messages: Int)] = []
+    var teamlogMessages = 0
+    t = now()
+    for (i, op) in rowOps.enumerated() {
+        if case .accepted = try storeE.submit(op, now: 0), case .messageSend = op.body { teamlogMessages += 1 }
+        if (i + 1) % batch == 0 || i + 1 == rowOps.count {
+            try storeE.commit()
+            teamlogAtBatch.append((now() - t, teamlogMessages))
+        }
+    }
+    let rowConfig = storeE.world.config
+    storeE.close()
+    let dirF = tempDir("rows-sqlite")
+    defer { removeTree(dirF) }
+    print("per-recipient-row SQLite baseline (up to \(fmt(sqliteBudget)) s)…")
+    let baseline = try runPerRecipientRows(rowOps, config: rowConfig, batch: batch, budget: sqliteBudget, dir: dirF)
+    // Both rates over the same prefix of the mix: the baseline stops at a batch boundary when out of time.
+    let prefix = teamlogAtBatch[(baseline.opsDone + batch - 1) / batch - 1]
+    let teamlogMessageRate = Double(prefix.messages) / prefix.seconds
+    let baselineMessageRate = Double(baseline.messages) / baseline.seconds
+
     let rows = [
         Row(
             name: "teamlog ops (pre-parsed, durable batches)", value: Double(parsed.count) / opsSeconds, unit: "ops/s",
@@ -264,6 +306,16 @@ func run() throws {
             value: Double(biggest.memberCount * coreMessages) / coreSeconds, unit: "decisions/s",
             note:
                 "\(fmt(coreSeconds / Double(coreMessages) * 1e9)) ns/message; \(fmt((Double(biggest.memberCount * coreMessages) / coreSeconds) / (Double(biggest.memberCount * naiveMessages) / naiveSeconds), 0))× the naive loop"
+        ),
+        Row(
+            name: "teamlog messages, 2,000-member mix", value: teamlogMessageRate, unit: "messages/s",
+            note:
+                "≥ 1,000× the per-recipient rows: \(fmt(teamlogMessageRate / max(baselineMessageRate, 1e-9)))×"
+        ),
+        Row(
+            name: "per-recipient rows (SQLite), same mix", value: baselineMessageRate, unit: "messages/s",
+            note:
+                "WAL, synchronous=FULL, one transaction per \(fmt(Double(batch))) ops; \(fmt(Double(baseline.messages))) messages in the first \(fmt(Double(baseline.opsDone))) ops (both rates on that prefix)"
         ),
         Row(
             name: "naive per-member loop", value: Double(biggest.memberCount * naiveMessages) / naiveSeconds,
