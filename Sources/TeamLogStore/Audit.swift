@@ -1,6 +1,6 @@
 import Crypto
-public import LMDB
-public import TeamLog
+import LMDB
+import TeamLog
 
 /// `teamlog audit`: verify the hash chain, replay the log into fresh projections and compare them with
 /// the stored ones, table by table, in one read snapshot (so it runs beside a live writer).

@@ -41,6 +41,11 @@ public final class Processor {
     private let sink: ([UInt8]) throws -> Void
     private var out = JSONWriter()
     private var inBatch = 0
+    /// Records of the batch the committer thread is writing (batch mode).
+    private var inFlightOut: [UInt8] = []
+    /// Batch mode overlaps a batch's write with the next batch's work; stream mode commits in place so
+    /// each batch's records go out as soon as it is durable.
+    private var pipelined = false
     public private(set) var summary = Summary()
 
     /// Processes into `store`; `sink` receives committed output bytes (JSON lines).
@@ -104,11 +109,12 @@ public final class Processor {
 
     private func countTowardBatch() throws {
         inBatch += 1
-        if inBatch >= options.batchSize { try commit() }
+        if inBatch >= options.batchSize { try pipelined ? beginCommit() : commit() }
     }
 
     /// Commits what is pending and hands its records to the sink.
     public func commit() throws {
+        try finishInFlight()
         if store.pendingCount > 0 {
             try store.commit()
             summary.commits += 1
@@ -117,6 +123,29 @@ public final class Processor {
         if !out.bytes.isEmpty {
             let bytes = out.bytes
             out.bytes.removeAll(keepingCapacity: true)
+            try sink(bytes)
+        }
+    }
+
+    /// Batch mode: hands the pending batch to the committer thread and goes on with the next one. Its
+    /// records wait in `inFlightOut` and reach the sink once it is durable, before any later batch's.
+    private func beginCommit() throws {
+        try finishInFlight()
+        if store.pendingCount > 0 {
+            try store.beginCommit()
+            summary.commits += 1
+        }
+        inBatch = 0
+        swap(&inFlightOut, &out.bytes)
+        out.bytes.removeAll(keepingCapacity: true)
+    }
+
+    /// Waits for the batch in flight, then prints its records.
+    private func finishInFlight() throws {
+        try store.finishCommit()
+        if !inFlightOut.isEmpty {
+            let bytes = inFlightOut
+            inFlightOut.removeAll(keepingCapacity: true)
             try sink(bytes)
         }
     }
@@ -155,16 +184,20 @@ public final class Processor {
     }
 
     /// Reads every line of `reader`, then commits. Reading and parsing run on a second thread, a few
-    /// chunks ahead of this one, which decides, applies and commits in input order.
+    /// chunks ahead of this one, which decides and applies in input order; each full batch is written
+    /// and fsynced by the store's committer thread while this one works on the next.
     public func run(_ reader: inout LineReader) throws {
         let pipeline = ParsePipeline(reader: reader)
         pipeline.start()
+        pipelined = true
+        defer { pipelined = false }
         do {
             while let chunk = try pipeline.next() {
                 for parsed in chunk { try process(parsed) }
             }
         } catch {
             pipeline.finish()
+            try? finishInFlight()  // what was committed before the failure is still printed
             throw error
         }
         pipeline.finish()

@@ -1,5 +1,5 @@
-public import LMDB
-public import TeamLog
+import LMDB
+import TeamLog
 
 /// Guarding and repairing the chain: a writer verifies the whole hash chain when it opens and refuses to
 /// append onto a broken one; `repair` cuts the log at the first bad record and rebuilds every projection

@@ -72,6 +72,7 @@ extension Store {
     public func replay(in txn: Transaction, upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
         var world = World(config: world.config)
         world.wantsDeliveries = false
+        world.tracksChanges = false
         var scratch: [Output] = []
         var undecodable: ChainProblem?
         let walk = try walkChain(in: txn, upTo: upTo) { seq, payload in
@@ -83,10 +84,9 @@ extension Store {
             }
             scratch.removeAll(keepingCapacity: true)
             world.apply(event, into: &scratch)
-            if seq & 0x3FF == 0 { world.clearChanges() }  // a replay writes nothing: keep the change sets small
             if seq & 0xFFFF == 0 { progress?(Int(seq)) }
         }
-        world.clearChanges()
+        world.tracksChanges = true
         let events = undecodable.map { Int($0.seq - 1) } ?? Int(walk.records)
         return Replay(world: world, events: events, problem: undecodable ?? walk.problem, lastHash: walk.lastHash)
     }

@@ -58,6 +58,12 @@ public final class Store {
     private var writerLock: WriterLock?
     /// A read snapshot kept for opId lookups between commits (renewed after each one).
     private var lookup: ReadSnapshot?
+    /// The batch the committer thread is writing, if any, and its opId outcomes (still answered from
+    /// memory until it is durable).
+    private var inFlight: CommitJob?
+    private var inFlightOpIds: [String: OpIdOutcome] = [:]
+    /// Started by the first `beginCommit`.
+    private var committer: Committer?
 
     /// Opens (creating when missing) the store in directory `path` and loads its projections.
     /// With `loadState` false (queries) the projections stay on disk and `world` holds only the checkpoint.
@@ -111,6 +117,11 @@ public final class Store {
     /// Gives up the writer role: commits nothing more and releases the writer lock, so another `Store`
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
+        if let job = inFlight {
+            committer?.wait(job)  // never release the writer lock under a transaction still being written
+            if job.error == nil { committedSeq = job.checkpoint.lastSeq }
+            inFlight = nil
+        }
         failed = failed ?? StoreError("store was closed")
         lookup = nil
         writerLock?.release()
@@ -163,7 +174,8 @@ public final class Store {
     /// The first outcome of an op submitted with `opId`, if any.
     public func outcome(opId: String) throws -> OpIdOutcome? {
         if let outcome = pendingOpIds[opId] { return outcome }
-        if writerLock == nil { return try env.read { txn in try txn.get(dbs.opIds, opId) } }
+        if let outcome = inFlightOpIds[opId] { return outcome }
+        if writerLock == nil || inFlight != nil { return try env.read { txn in try txn.get(dbs.opIds, opId) } }
         if lookup == nil { lookup = try env.snapshot() }
         return try lookup!.get(dbs.opIds, opId)
     }
@@ -171,38 +183,65 @@ public final class Store {
     /// Makes every pending op durable: events, opId index, changed projections and checkpoint in one
     /// write transaction. After a failure the store refuses further work (its memory is ahead of disk).
     public func commit() throws {
-        if let failed { throw failed }
-        guard !pendingEvents.isEmpty || !world.dirty.isEmpty || !world.appended.isEmpty || !pendingOpIds.isEmpty
-        else { return }
-        // Encode before the transaction: `write` may run its body again after growing the map.
-        let changes = (Array(world.dirty) + world.appended).map { ProjectionCodec.record($0, in: world) }
-        let checkpoint = Meta(lastSeq: world.lastSeq, lastTs: world.lastTs, lastHash: lastHash, config: nil)
-        let events = pendingEvents
-        let opIds = pendingOpIds
-        lookup?.reset()  // no read transaction of this process may be open while the map grows
-        do {
-            try env.write { txn in
-                for (seq, value) in events {
-                    try txn.put(dbs.log.handle, key: BigEndianUInt64.encoded(seq), value: value, flags: .append)
-                }
-                for (opId, outcome) in opIds {
-                    try txn.put(dbs.opIds, opId, outcome, flags: .noOverwrite)
-                }
-                for (table, key, value) in changes {
-                    let db = dbs.projection(table)
-                    if let value { try txn.put(db, key: key, value: value) } else { try txn.delete(db, key: key) }
-                }
-                try dbs.writeCheckpoint(txn, checkpoint)
-            }
-        } catch {
-            let failure = StoreError("commit of seq \(committedSeq + 1)...\(world.lastSeq) failed: \(error)")
+        try beginCommit(onThisThread: true)
+        try finishCommit()
+    }
+
+    /// Starts committing every pending op on the committer thread and returns at once, so the caller can
+    /// submit the next batch while this one is written and fsynced. Nothing of the batch is durable until
+    /// `finishCommit` returns; a batch still in flight is finished first (one in flight at a time).
+    public func beginCommit() throws {
+        try beginCommit(onThisThread: false)
+    }
+
+    /// Waits for the batch started by `beginCommit`, if any; rethrows its failure.
+    public func finishCommit() throws {
+        guard let job = inFlight else { return }
+        committer?.wait(job)
+        inFlight = nil
+        inFlightOpIds.removeAll(keepingCapacity: true)
+        if let error = job.error {
+            let failure = StoreError("commit of seq \(committedSeq + 1)...\(job.checkpoint.lastSeq) failed: \(error)")
             failed = failure
             throw failure
         }
-        world.clearChanges()
+        committedSeq = job.checkpoint.lastSeq
         try lookup?.renew()
+    }
+
+    /// Whether a batch is being written by the committer thread.
+    public var isCommitting: Bool { inFlight != nil }
+
+    private func beginCommit(onThisThread: Bool) throws {
+        if let failed { throw failed }
+        try finishCommit()
+        guard !pendingEvents.isEmpty || !world.dirty.isEmpty || !world.appended.isEmpty || !pendingOpIds.isEmpty
+        else { return }
+        // Encoded here, before the transaction (`write` may run its body again after growing the map),
+        // from one borrowed copy of the state: reading the property per key copied it per record.
+        let snapshot = world
+        let job = CommitJob(
+            events: pendingEvents, opIds: pendingOpIds, changes: CommitJob.changes(of: snapshot),
+            checkpoint: Meta(lastSeq: world.lastSeq, lastTs: world.lastTs, lastHash: lastHash, config: nil))
+        // No read transaction of this process may be open while the writer grows the map; lookups use
+        // short transactions until the batch is done.
+        lookup?.reset()
+        if onThisThread {
+            do { try job.write(env: env, dbs: dbs) } catch { job.error = error }
+            job.done = true
+        } else {
+            if committer == nil { committer = Committer(env: env, dbs: dbs) }
+            committer!.start(job)
+        }
+        inFlight = job
+        swap(&inFlightOpIds, &pendingOpIds)
+        world.clearChanges()
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
-        committedSeq = world.lastSeq
+    }
+
+    deinit {
+        if let job = inFlight { committer?.wait(job) }
+        committer?.stop()
     }
 }

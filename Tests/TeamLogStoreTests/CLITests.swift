@@ -72,10 +72,12 @@ import Testing
         let dir = TemporaryDirectory()
         // Every op with its own `ts`, so the three stores do not differ by the processor's clock.
         let source = dir.child("source")
-        #expect(try run(["ingest", Self.examples + "/messages.jsonl", "--store", source, "--emit", "none"]).0 == .exited(0))
+        #expect(
+            try run(["ingest", Self.examples + "/messages.jsonl", "--store", source, "--emit", "none"]).0 == .exited(0))
         let timed = dir.child("timed.jsonl")
         let fd = open(timed, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        let text = try run(["log", "--store", source]).1.joined(separator: "\n") + "\n{\"op\":\"team.fly\",\"actor\":\"a\"}\n"
+        let text =
+            try run(["log", "--store", source]).1.joined(separator: "\n") + "\n{\"op\":\"team.fly\",\"actor\":\"a\"}\n"
         _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         var digests: [[String]] = []

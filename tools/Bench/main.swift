@@ -118,7 +118,9 @@ func run() throws {
     var accepted = 0
     for (i, op) in parsed.enumerated() {
         if case .accepted = try store.submit(op, now: 0) { accepted += 1 }
-        if (i + 1) % batch == 0 { try store.commit() }
+        // The CLI's batch path: each full batch is written and fsynced by the committer thread while
+        // this one applies the next.
+        if (i + 1) % batch == 0 { try store.beginCommit() }
     }
     try store.commit()
     let opsSeconds = now() - t

@@ -31,7 +31,6 @@ func benchmark() {
     config.teamMaxMembers = max(config.teamMaxMembers, members)
     world = World(config: config)
     world.wantsDeliveries = false
-    var ops: [String] = []
     func accept(_ op: Op) {
         guard case .success(let e) = world.decide(op, now: 1) else { fatalError("rejected \(op)") }
         var out: [Output] = []

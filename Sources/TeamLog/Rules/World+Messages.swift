@@ -310,13 +310,13 @@ extension World {
 
     /// A user joined a team: their conversation view starts at the join.
     mutating func joinedConversation(_ user: String, team id: String, seq: UInt64) {
-        let team = teams[id]!
-        let key = ConvKey(team: id, kind: team.kind)
-        var uc = userConvs[user]?[key] ?? UserConv()
-        uc.joinSeq = seq
-        uc.leaveSeq = nil
-        uc.last = nil
-        userConvs[user, default: [:]][key] = uc
+        let key = ConvKey(team: id, kind: teams[id]!.kind)
+        // One hash of the user per table, mutated in place (this runs once per member of a team.create).
+        modifying(&userConvs[user, default: [:]][key, default: UserConv()]) { uc in
+            uc.joinSeq = seq
+            uc.leaveSeq = nil
+            uc.last = nil
+        }
         touch(.userConv(user, key))
         userTeams[user, default: []].insert(id)
         if isOnline(user) { teams[id]!.setOnline(user, true) }
@@ -356,3 +356,7 @@ extension World {
         return own.seq > shared.seq ? own : shared
     }
 }
+
+/// Runs `change` on a value in place (lets a `default:` subscript be looked up once and mutated).
+@inline(__always)
+func modifying<T>(_ value: inout T, _ change: (inout T) -> Void) { change(&value) }

@@ -41,6 +41,9 @@ public struct World: Sendable {
     /// Build `delivery` outputs with user lists (off for replays and `--emit events|none`: the fan-out,
     /// counting and projections are the same either way).
     public var wantsDeliveries: Bool = true
+    /// Record which projection records change (`dirty`, `appended`). A replay writes nothing, so it turns
+    /// this off: hashing every touched key was a tenth of a replay's cost.
+    public var tracksChanges: Bool = true
     /// Work counters for benchmarks (not state: never stored or compared).
     public var stats = FanOutStats()
     /// Scratch buffers of the fan-out core.
@@ -55,6 +58,7 @@ public struct World: Sendable {
     /// Marks a record as changed.
     @inline(__always)
     mutating func touch(_ key: ProjectionKey) {
+        guard tracksChanges else { return }
         switch key {
         case .counted, .own, .directed: appended.append(key)
         default: dirty.insert(key)
