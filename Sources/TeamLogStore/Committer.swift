@@ -13,9 +13,9 @@ import TeamLog
 /// (Encoding on the committer from a copy-on-write copy of the state was tried: fewer instructions on
 /// the store's thread, but the copies the next batch's changes then made cost as much as they saved.)
 final class CommitJob: @unchecked Sendable {
-    let events: [(seq: UInt64, value: [UInt8])]
-    let opIds: [String: OpIdOutcome]
-    let changes: [(ProjectionTable, [UInt8], [UInt8]?)]
+    private(set) var events: [(seq: UInt64, value: [UInt8])]
+    private(set) var opIds: [String: OpIdOutcome]
+    private(set) var changes: [(ProjectionTable, [UInt8], [UInt8]?)]
     let checkpoint: Meta
     /// Set by the committer when the transaction failed.
     var error: (any Error)?
@@ -55,6 +55,14 @@ final class CommitJob: @unchecked Sendable {
             }
             try dbs.writeCheckpoint(txn, checkpoint)
         }
+    }
+
+    /// Frees the written records (hundreds of thousands of small arrays in a big batch) on the thread
+    /// that wrote them: freeing them on the store's thread was a sixth of its work.
+    func dropRecords() {
+        events = []
+        opIds = [:]
+        changes = []
     }
 }
 
@@ -102,6 +110,7 @@ final class Committer: @unchecked Sendable {
             pthread_mutex_unlock(mutex)
             var failure: (any Error)?
             do { try current.write(env: env, dbs: dbs) } catch { failure = error }
+            current.dropRecords()
             pthread_mutex_lock(mutex)
             current.error = failure
             current.done = true

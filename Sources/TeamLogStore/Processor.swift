@@ -194,6 +194,7 @@ public final class Processor {
         do {
             while let chunk = try pipeline.next() {
                 for parsed in chunk { try process(parsed) }
+                pipeline.recycle(chunk)
             }
         } catch {
             pipeline.finish()
