@@ -145,6 +145,22 @@ public final class Environment: @unchecked Sendable {
         return try body(txn)
     }
 
+    /// Runs `body` in a read-only snapshot on a second thread while this process already has a
+    /// transaction open: `nil`, without running `body`, when another process grew the map since (adopting
+    /// the new size would remap the file under the open transaction).
+    public func concurrentRead<R>(_ body: (Transaction) throws -> R) throws -> R? {
+        pthread_rwlock_rdlock(resizeLock)
+        defer { pthread_rwlock_unlock(resizeLock) }
+        let txn: Transaction
+        do {
+            txn = try Transaction(env: self, parent: nil, flags: UInt32(MDB_RDONLY), adoptResize: false)
+        } catch let error as LMDBError where error.code == .mapResized {
+            return nil
+        }
+        defer { txn.abort() }
+        return try body(txn)
+    }
+
     /// Runs `body` in the write transaction and commits on return; aborts on throw.
     ///
     /// When the map is full (`MDB_MAP_FULL`, raised by a put or at commit) the transaction is aborted, the

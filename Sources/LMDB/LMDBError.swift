@@ -17,6 +17,8 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable, Equatable {
         public static let mapFull = Code(kind: .mapFull)
         /// A put with "no overwrite" or "append" met an existing or out-of-order key.
         public static let keyExists = Code(kind: .keyExists)
+        /// Another process grew the map and this one has not adopted the new size.
+        public static let mapResized = Code(kind: .mapResized)
         /// The reader lock table is full.
         public static let readersFull = Code(kind: .readersFull)
         /// The file or its pages are corrupted.

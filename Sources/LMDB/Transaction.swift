@@ -9,17 +9,22 @@ public class Transaction {
     let environment: Environment
     private(set) var finished = false
 
-    init(env: Environment, parent: OpaquePointer?, flags: UInt32) throws {
+    /// `adoptResize` false: fail with `.mapResized` instead of adopting a map another process grew
+    /// (adopting remaps the file, which is only safe while no other transaction of this process is open).
+    init(env: Environment, parent: OpaquePointer?, flags: UInt32, adoptResize: Bool = true) throws {
         environment = env
         var handle: OpaquePointer?
         var rc = mdb_txn_begin(env.env, parent, flags, &handle)
-        if rc == MDB_MAP_RESIZED {
+        if rc == MDB_MAP_RESIZED && adoptResize {
             try env.adoptResize()
             rc = mdb_txn_begin(env.env, parent, flags, &handle)
         }
         try check(rc, "mdb_txn_begin")
         txn = handle!
     }
+
+    /// The snapshot's transaction id: two read transactions with the same id see the same data.
+    public var snapshotID: Int { Int(mdb_txn_id(txn)) }
 
     func abort() {
         guard !finished else { return }

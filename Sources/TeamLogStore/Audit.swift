@@ -36,6 +36,7 @@ extension Store {
     public func audit(progress: ((Int) -> Void)? = nil) throws -> AuditReport {
         try env.read { txn in
             let meta = try dbs.readMeta(txn)
+            if let report = try auditOnTwoCores(txn, meta: meta, progress: progress) { return report }
             let replay = try replay(in: txn, progress: progress)
             var report = AuditReport(
                 seq: meta.lastSeq, events: replay.events, chainProblem: replay.problem,
@@ -46,23 +47,78 @@ extension Store {
             }
             let expected = ProjectionCodec.recordCounts(replay.world)
             for table in ProjectionTable.allCases {
-                var result = try compareTable(table, world: replay.world, expected: expected[table] ?? 0, in: txn)
-                if result.difference == nil && result.records != expected[table] {
-                    // Counts differ but every stored record matched: some replayed record is missing from
-                    // the store. The rare path: materialize this table's replayed records to name it.
-                    let rebuilt = ProjectionCodec.allRecords(replay.world)[table] ?? []
-                    result = try compareTable(table, replayed: rebuilt, in: txn)
-                }
-                report.tables.append(result)
+                report.tables.append(
+                    try compareTable(table, world: replay.world, expected: expected[table] ?? 0, in: txn))
             }
             return report
         }
     }
 
+    /// The audit on two threads, each reading its own transaction on the same snapshot (same txn id): one
+    /// checks the hash chain while the other replays; then the tables are compared, split between the
+    /// two by size. `nil` (do it on one thread) when the second thread cannot get the same snapshot (a
+    /// writer committed in between) or the log has a problem, whose report the one-thread path words.
+    private func auditOnTwoCores(_ txn: Transaction, meta: Meta, progress: ((Int) -> Void)?) throws -> AuditReport? {
+        let snapshot = txn.snapshotID
+        let (replay, chain) = try inParallel(
+            { try self.replay(in: txn, upTo: nil, verifyHashes: false, progress: progress) },
+            {
+                try self.env.concurrentRead { other in
+                    other.snapshotID == snapshot ? try self.walkChain(in: other) { _, _ in } : nil
+                } ?? nil
+            })
+        guard let chain, chain.problem == nil, replay.problem == nil, UInt64(replay.events) == chain.records else {
+            return nil
+        }
+        var report = AuditReport(
+            seq: meta.lastSeq, events: replay.events, chainProblem: nil,
+            checkpointProblem: Self.checkpointProblem(meta, records: chain.records, lastHash: chain.lastHash)?.message,
+            tables: [])
+        let world = replay.world
+        let expected = ProjectionCodec.recordCounts(world)
+        // Two groups of about equal record counts (the cost of a table is about its records).
+        var groups: [[ProjectionTable]] = [[], []]
+        var load = [0, 0]
+        for table in ProjectionTable.allCases.sorted(by: { (expected[$0] ?? 0) > (expected[$1] ?? 0) }) {
+            let g = load[0] <= load[1] ? 0 : 1
+            groups[g].append(table)
+            load[g] += expected[table] ?? 0
+        }
+        let compare = { (tables: [ProjectionTable], txn: Transaction) throws -> [AuditReport.TableResult] in
+            try tables.map { try self.compareTable($0, world: world, expected: expected[$0] ?? 0, in: txn) }
+        }
+        let (first, second) = try inParallel(
+            { try compare(groups[0], txn) },
+            {
+                try self.env.concurrentRead { other in
+                    other.snapshotID == snapshot ? try compare(groups[1], other) : nil
+                } ?? nil
+            })
+        let results = first + (try second ?? compare(groups[1], txn))
+        for table in ProjectionTable.allCases {
+            report.tables.append(results.first { $0.table == table.rawValue }!)
+        }
+        return report
+    }
+
+    /// Compares one table, naming a replayed record missing from the store when the counts differ.
+    func compareTable(_ table: ProjectionTable, world: World, expected: Int, in txn: Transaction) throws
+        -> AuditReport.TableResult
+    {
+        var result = try compareStoredRecords(table, world: world, in: txn)
+        if result.difference == nil && result.records != expected {
+            // Counts differ but every stored record matched: some replayed record is missing from the
+            // store. The rare path: materialize this table's replayed records to name it.
+            let rebuilt = ProjectionCodec.allRecords(world)[table] ?? []
+            result = try compareTable(table, replayed: rebuilt, in: txn)
+        }
+        return result
+    }
+
     /// Streams one stored table in key order and compares each record with the value the replayed state
     /// gives its key (no replayed record is built for a key the store does not have). Equal counts and no
     /// difference mean equal tables, since keys are unique.
-    func compareTable(_ table: ProjectionTable, world: World, expected: Int, in txn: Transaction) throws
+    func compareStoredRecords(_ table: ProjectionTable, world: World, in txn: Transaction) throws
         -> AuditReport.TableResult
     {
         try scanTable(table, in: txn) { key, value in
