@@ -46,7 +46,7 @@ public final class Store {
     let dbs: Databases
     /// The projected state after every submitted op (committed or pending).
     public private(set) var world: World
-    /// Hash of the last submitted record.
+    /// Hash of the last committed record.
     public private(set) var lastHash: [UInt8]
     /// Seq of the last committed event.
     public private(set) var committedSeq: UInt64
@@ -119,7 +119,10 @@ public final class Store {
     public func close() {
         if let job = inFlight {
             committer?.wait(job)  // never release the writer lock under a transaction still being written
-            if job.error == nil { committedSeq = job.checkpoint.lastSeq }
+            if job.error == nil {
+                committedSeq = job.checkpoint.lastSeq
+                lastHash = job.checkpoint.lastHash
+            }
             inFlight = nil
         }
         failed = failed ?? StoreError("store was closed")
@@ -155,12 +158,10 @@ public final class Store {
     }
 
     /// Appends an already accepted event (replays into a new store use this path too).
+    /// The chained hash is added when the batch is committed (on the committer thread in batch mode).
     private func append(_ event: Event) {
-        var w = ByteWriter(capacity: 96)
+        var w = ByteWriter(capacity: 128)
         EventCodec.encode(event, into: &w)
-        let hash = w.bytes.withUnsafeBytes { HashChain.next(previous: lastHash, seq: event.seq, payload: $0) }
-        w.raw(hash)
-        lastHash = hash
         pendingEvents.append((event.seq, w.bytes))
         if let opId = event.op.opId { pendingOpIds[opId] = .accepted(seq: event.seq) }
     }
@@ -206,6 +207,7 @@ public final class Store {
             throw failure
         }
         committedSeq = job.checkpoint.lastSeq
+        lastHash = job.checkpoint.lastHash
         try lookup?.renew()
     }
 
@@ -222,7 +224,7 @@ public final class Store {
         let snapshot = world
         let job = CommitJob(
             events: pendingEvents, opIds: pendingOpIds, changes: CommitJob.changes(of: snapshot),
-            checkpoint: Meta(lastSeq: world.lastSeq, lastTs: world.lastTs, lastHash: lastHash, config: nil))
+            previousHash: lastHash, lastSeq: world.lastSeq, lastTs: world.lastTs)
         // No read transaction of this process may be open while the writer grows the map; lookups use
         // short transactions until the batch is done.
         lookup?.reset()

@@ -224,34 +224,40 @@ func run() throws {
     try storeD.commit()
     let offered = 50_000.0
     let streamEnd = min(parsed.count, warmUp + 100_000)
+    // Like `ingest --follow`: a batch commits 2 ms after its first op was taken (or at 1,000 ops), so a
+    // backlog makes batches bigger rather than commits more frequent. Latency is from the arrival (due
+    // time) of a batch's first op to the end of its commit.
     var latencies: [Double] = []
-    var batchStart: Double?
+    var batchArrival: Double?  // due time of the batch's first op
+    var batchOpened = 0.0  // when it was taken
     let begin = now()
     var i = warmUp
+    var commitSeconds = 0.0  // time inside commits (encode, write, fsync), for the profile of a miss
+    func streamCommit() throws {
+        let c = now()
+        try storeD.commit()
+        let end = now()
+        commitSeconds += end - c
+        latencies.append(end - batchArrival!)
+        batchArrival = nil
+    }
     while i < streamEnd {
         let due = begin + Double(i - warmUp) / offered
         let clock = now()
         if clock < due {
-            if let b = batchStart, clock - b >= 0.002 {
-                try storeD.commit()
-                latencies.append(now() - b)
-                batchStart = nil
-            }
+            if batchArrival != nil && clock - batchOpened >= 0.002 { try streamCommit() }
             continue
         }
         _ = try storeD.submit(parsed[i], now: 0)
-        if batchStart == nil { batchStart = due }
-        i += 1
-        if storeD.pendingCount >= 1_000 || now() - batchStart! >= 0.002 {
-            try storeD.commit()
-            latencies.append(now() - batchStart!)
-            batchStart = nil
+        if batchArrival == nil {
+            batchArrival = due
+            batchOpened = clock
         }
+        i += 1
+        if storeD.pendingCount >= 1_000 || now() - batchOpened >= 0.002 { try streamCommit() }
     }
-    if let b = batchStart {
-        try storeD.commit()
-        latencies.append(now() - b)
-    }
+    if batchArrival != nil { try streamCommit() }
+    let streamSeconds = now() - begin
     latencies.sort()
     let p50 = latencies[latencies.count / 2] * 1000
     let p99 = latencies[min(latencies.count - 1, latencies.count * 99 / 100)] * 1000
@@ -336,7 +342,7 @@ func run() throws {
         Row(
             name: "stream commit latency p50 / p99", value: p99, unit: "ms (p99)",
             note:
-                "p50 \(fmt(p50, 2)) ms at \(fmt(offered)) ops/s offered for \(fmt(Double(streamEnd - warmUp))) ops after a \(fmt(Double(warmUp)))-op warm-up; target p99 ≤ 5 ms"
+                "p50 \(fmt(p50, 2)) ms at \(fmt(offered)) ops/s offered for \(fmt(Double(streamEnd - warmUp))) ops after a \(fmt(Double(warmUp)))-op warm-up (\(fmt(Double(streamEnd - warmUp) / streamSeconds)) ops/s achieved; \(fmt(Double(latencies.count))) commits, \(fmt(commitSeconds / Double(max(1, latencies.count)) * 1000, 2)) ms each on average, \(fmt(100 * commitSeconds / streamSeconds))% of the time in commits); target p99 ≤ 5 ms"
         ),
         Row(
             name: "store size", value: Double(storeBytes) / Double(max(1, accepted)), unit: "bytes/event",
