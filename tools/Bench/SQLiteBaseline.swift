@@ -89,6 +89,12 @@ struct BaselineResult {
     var messages = 0
     var opsDone = 0
     var seconds = 0.0
+    /// Inbox rows written: one per recipient of a message (the design's deliveries).
+    var inboxRows = 0
+    /// Receiver and alert decisions taken by the shared domain for those messages.
+    var memberDecisions = 0
+    /// Database file plus WAL at the end.
+    var bytes = 0
 }
 
 /// Runs the per-recipient-row design over `ops` in batches until they run out or `budget` seconds pass.
@@ -143,6 +149,7 @@ func runPerRecipientRows(
                 }
                 for case .delivery(let d) in out {
                     let alerted = Set(d.alerted)
+                    result.inboxRows += d.receivers.count
                     for user in d.receivers {
                         try insertInbox.run(
                             .text(user), .text(conv), .int(seq), .text(m.messageId), .int(m.counts ? 1 : 0),
@@ -165,6 +172,11 @@ func runPerRecipientRows(
         result.opsDone = end
     }
     result.seconds = now() - start
+    result.memberDecisions = world.stats.memberDecisions
+    for file in ["/im.sqlite", "/im.sqlite-wal"] {
+        var st = stat()
+        if stat(dir + file, &st) == 0 { result.bytes += Int(st.st_size) }
+    }
     return result
 }
 

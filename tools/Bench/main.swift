@@ -116,8 +116,12 @@ func run() throws {
     store.wantsDeliveries = false
     t = now()
     var accepted = 0
+    var mainMessages = 0  // accepted message.send ops
     for (i, op) in parsed.enumerated() {
-        if case .accepted = try store.submit(op, now: 0) { accepted += 1 }
+        if case .accepted = try store.submit(op, now: 0) {
+            accepted += 1
+            if case .messageSend = op.body { mainMessages += 1 }
+        }
         // The CLI's batch path: each full batch is written and fsynced by the committer thread while
         // this one applies the next.
         if (i + 1) % batch == 0 { try store.beginCommit() }
@@ -275,14 +279,15 @@ func run() throws {
     let storeE = try Store(path: dirE, options: storeOptions)
     storeE.wantsDeliveries = false
     // Elapsed time and messages at the end of each batch, to compare on the prefix the baseline finishes.
-    var teamlogAtBatch: [(seconds: Double, messages: Int)] = []
+    var teamlogAtBatch: [(seconds: Double, messages: Int, ops: Int, stats: FanOutStats, bytes: Int)] = []
     var teamlogMessages = 0
     t = now()
     for (i, op) in rowOps.enumerated() {
         if case .accepted = try storeE.submit(op, now: 0), case .messageSend = op.body { teamlogMessages += 1 }
         if (i + 1) % batch == 0 || i + 1 == rowOps.count {
             try storeE.commit()
-            teamlogAtBatch.append((now() - t, teamlogMessages))
+            let elapsed = now() - t
+            teamlogAtBatch.append((elapsed, teamlogMessages, i + 1, storeE.world.stats, storeE.env.usedBytes))
         }
     }
     let rowConfig = storeE.world.config
@@ -351,6 +356,51 @@ func run() throws {
     ]
     var table = "| measure | value | unit | note |\n|---|---:|---|---|\n"
     for r in rows { table += "| \(r.name) | \(fmt(r.value, r.value < 100 ? 2 : 0)) | \(r.unit) | \(r.note) |\n" }
+
+    // The same measures side by side, for teamlog and each baseline ("—": the design has no such thing).
+    func cell(_ x: Double?) -> String { x.map { fmt($0, $0 < 100 ? 2 : 0) } ?? "—" }
+    let opsRate = Double(parsed.count) / opsSeconds
+    let rawRate = Double(records.count) / rawSeconds
+    let rawBytes = Double(raw.usedBytes) / Double(max(1, records.count))
+    let naiveRate = Double(biggest.memberCount * naiveMessages) / naiveSeconds
+    let prefixOps = Double(prefix.ops)
+    let sides: [(String, String, [Double?])] = [
+        (
+            "teamlog", "main mix",
+            [
+                opsRate, Double(mainMessages) / opsSeconds, Double(stats.memberDecisions) / opsSeconds,
+                Double(stats.deliveries) / opsSeconds, Double(report.events) / auditSeconds,
+                Double(storeBytes) / Double(max(1, accepted)),
+            ]
+        ),
+        ("raw LMDB append (the limit)", "main mix's event records", [rawRate, nil, nil, nil, nil, rawBytes]),
+        ("naive per-member loop", "biggest team of the main mix", [nil, nil, naiveRate, nil, nil, nil]),
+        (
+            "teamlog", "2,000-member mix, first \(fmt(prefixOps)) ops",
+            [
+                prefixOps / prefix.seconds, teamlogMessageRate, Double(prefix.stats.memberDecisions) / prefix.seconds,
+                Double(prefix.stats.deliveries) / prefix.seconds, nil, Double(prefix.bytes) / prefixOps,
+            ]
+        ),
+        (
+            "per-recipient rows (SQLite)", "same ops",
+            [
+                Double(baseline.opsDone) / baseline.seconds, baselineMessageRate,
+                Double(baseline.memberDecisions) / baseline.seconds, Double(baseline.inboxRows) / baseline.seconds,
+                nil, Double(baseline.bytes) / Double(max(1, baseline.opsDone)),
+            ]
+        ),
+    ]
+    table +=
+        "\n| system | workload | ops/s | messages/s | member decisions/s | deliveries/s | replay events/s | store bytes/op |\n"
+        + "|---|---|---:|---:|---:|---:|---:|---:|\n"
+    for (name, workload, values) in sides {
+        table += "| \(name) | \(workload) | " + values.map(cell).joined(separator: " | ") + " |\n"
+    }
+    table +=
+        "\nPeak memory is the whole process's (\(fmt(peakRSSMiB())) MiB: every store of the run, and the workloads). "
+        + "The per-recipient rows keep team state in memory (the same domain) and store only messages, inbox rows, "
+        + "unread counters and receipts; teamlog also stores team state and its log.\n"
     print(
         "\nteamlog-bench: \(fmt(Double(ops))) ops (\(fmt(Double(accepted))) accepted), seed \(options.seed), batches of \(batch)\n"
     )
