@@ -83,6 +83,9 @@ func run() throws {
         case "--out": outDir = args.next()!
         case "--row-mix-ops": rowMixOps = Int(args.next()!)!
         case "--sqlite-seconds": sqliteBudget = Double(args.next()!)!
+        case "--parse-file":
+            try parseFile(args.next()!)
+            return
         default:
             print(
                 "usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR] [--row-mix-ops N] [--sqlite-seconds S]"
@@ -415,6 +418,39 @@ func run() throws {
             ("JSON Lines e2e", Double(lines.count) / jsonlSeconds), ("replay", Double(report.events) / auditSeconds),
         ]))
     print("wrote \(outDir)/bench.md and \(outDir)/bench.svg")
+}
+
+/// `--parse-file FILE`: teamlog's op parser alone over the lines of FILE (beside the simdjson probe,
+/// tools/simdjson-probe/run.sh), as lines/s and MB/s.
+func parseFile(_ path: String) throws {
+    guard let f = fopen(path, "r") else { throw BenchError("cannot open \(path)") }
+    var lines: [[UInt8]] = []
+    var bytes = 0
+    var line: UnsafeMutablePointer<CChar>?
+    var capacity = 0
+    while true {
+        let n = getline(&line, &capacity, f)
+        if n < 0 { break }
+        let count = n > 0 && line![n - 1] == 10 ? n - 1 : n
+        lines.append(Array(UnsafeRawBufferPointer(start: line, count: count)))
+        bytes += n
+    }
+    free(line)
+    fclose(f)
+    var accepted = 0
+    let t = now()
+    for l in lines {
+        if case .success = l.withUnsafeBytes({ OpParser.parse(line: $0) }) { accepted += 1 }
+    }
+    let seconds = now() - t
+    print(
+        "teamlog OpParser (bytes to a validated Op): \(lines.count) lines in \(fmt(seconds, 3)) s = \(fmt(Double(lines.count) / seconds)) lines/s, \(fmt(Double(bytes) / seconds / 1e6, 1)) MB/s (\(accepted) ops, \(lines.count - accepted) rejected)"
+    )
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }
 
 func writeFile(_ path: String, _ text: String) {
