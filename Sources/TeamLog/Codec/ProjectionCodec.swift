@@ -296,6 +296,23 @@ public enum ProjectionCodec {
     }
 
     /// Restores one stored record into `world` (used when opening a store).
+    /// Appends `seq` to a conversation's counted, own or directed index; returns that list's new count.
+    private static func appendIndexed(_ state: inout ConvState, _ table: ProjectionTable, _ user: String, _ seq: UInt64)
+        -> Int
+    {
+        switch table {
+        case .counted:
+            state.counted.append(seq)
+            return state.counted.count
+        case .own:
+            state.own[user, default: []].append(seq)
+            return state.own[user]!.count
+        default:
+            state.directed[user, default: []].append(seq)
+            return state.directed[user]!.count
+        }
+    }
+
     public static func restore(
         _ table: ProjectionTable, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
         into world: inout World
@@ -310,15 +327,15 @@ public enum ProjectionCodec {
         case .members:
             let (team, user) = try splitKey(key)
             let member = try decodeMember(user: user, &r)
-            guard world.teams[team] != nil else { throw DecodeError("member \(user) of unknown team \(team)") }
+            guard world.teams.index(forKey: team) != nil else { throw DecodeError("member \(user) of unknown team \(team)") }
             world.teams[team]!.restoreMember(member)
         case .invites:
             let (team, invitee) = try splitKey(key)
-            guard world.teams[team] != nil else { throw DecodeError("invitation to unknown team \(team)") }
+            guard world.teams.index(forKey: team) != nil else { throw DecodeError("invitation to unknown team \(team)") }
             world.teams[team]!.invites[invitee] = try r.strings()
         case .applications:
             let (team, applicant) = try splitKey(key)
-            guard world.teams[team] != nil else { throw DecodeError("application to unknown team \(team)") }
+            guard world.teams.index(forKey: team) != nil else { throw DecodeError("application to unknown team \(team)") }
             world.teams[team]!.applications[applicant] = try r.string()
         case .messages:
             world.messages[String(decoding: key, as: UTF8.self)] = try decodeMessage(&r)
@@ -328,20 +345,12 @@ public enum ProjectionCodec {
         case .counted, .own, .directed:
             let (conv, user, seq) = try splitSeqKey(key, hasUser: table != .counted)
             let position = try r.varint()
-            var state = world.convs[conv] ?? ConvState()
-            switch table {
-            case .counted: state.counted.append(seq)
-            case .own: state.own[user, default: []].append(seq)
-            default: state.directed[user, default: []].append(seq)
-            }
-            let count =
-                table == .counted
-                ? state.counted.count
-                : table == .own ? state.own[user]!.count : state.directed[user]!.count
+            // In place: a copy of the conversation made its `own`/`directed` dictionaries copy on every
+            // record (quadratic in a big team's senders when a store opened).
+            let count = appendIndexed(&world.convs[conv, default: ConvState()], table, user, seq)
             guard position == UInt64(count) else {
                 throw DecodeError("\(table.rawValue) position \(position) != \(count)")
             }
-            world.convs[conv] = state
         case .userConvs:
             guard let zero = key.firstIndex(of: 0), let conv = ConvKey(bytes: key[(zero + 1)...]) else {
                 throw DecodeError("bad userConvs key")

@@ -28,7 +28,7 @@ extension World {
         let actor = op.actor
         switch op.body {
         case .teamCreate(let c):
-            if teams[c.team] != nil { throw Rejection(.teamExists, "team \(c.team) already exists") }
+            if teams.index(forKey: c.team) != nil { throw Rejection(.teamExists, "team \(c.team) already exists") }
             let count = 1 + c.members.filter { $0 != actor }.count
             let limit = config.maxMembers(c.kind)
             if count > limit {
