@@ -31,7 +31,7 @@ extension World {
             teams[c.team] = team
             touch(.team(c.team))
             for user in [actor] + joined {
-                touch(.member(c.team, user))
+                touchJoined(.member(c.team, user))
                 joinedConversation(user, team: c.team, seq: seq)
             }
             tip(
@@ -222,10 +222,10 @@ extension World {
 
     /// Adds users as normal members; a join clears their pending invitations and application.
     private mutating func join(_ id: String, _ users: [String], seq: UInt64) {
+        if !users.isEmpty { touch(.team(id)) }
         for user in users {
             teams[id]!.addMember(user, role: .normal, joinSeq: seq)
-            touch(.member(id, user))
-            touch(.team(id))
+            touchJoined(.member(id, user))
             joinedConversation(user, team: id, seq: seq)
             if teams[id]!.invites.removeValue(forKey: user) != nil { touch(.invite(id, user)) }
             if teams[id]!.applications.removeValue(forKey: user) != nil { touch(.application(id, user)) }

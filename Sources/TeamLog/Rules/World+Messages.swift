@@ -317,7 +317,7 @@ extension World {
             uc.leaveSeq = nil
             uc.last = nil
         }
-        touch(.userConv(user, key))
+        touchJoined(.userConv(user, key))
         userTeams[user, default: []].insert(id)
         if isOnline(user) { teams[id]!.setOnline(user, true) }
     }

@@ -35,8 +35,11 @@ public struct World: Sendable {
     public internal(set) var userTeams: [String: Set<String>] = [:]
     /// Records changed since the store last drained this set.
     public var dirty: Set<ProjectionKey> = []
-    /// Append-only index records added since the store last drained them (each key is new, so no set
-    /// is needed to deduplicate them: hashing them was the largest cost of `touch`).
+    /// Records changed since the store last drained them that need no set to deduplicate them: new
+    /// append-only index records (each key is new), and the member and user-conversation records of a
+    /// join, which a team.create makes by the thousand (hashing each into `dirty` was a tenth of the
+    /// writer's work). A key may also be in `dirty` or listed twice: the store encodes every listed key
+    /// from the final state, so a repeat writes the same bytes (or deletes) again.
     public var appended: [ProjectionKey] = []
     /// Build `delivery` outputs with user lists (off for replays and `--emit events|none`: the fan-out,
     /// counting and projections are the same either way).
@@ -63,6 +66,13 @@ public struct World: Sendable {
         case .counted, .own, .directed: appended.append(key)
         default: dirty.insert(key)
         }
+    }
+
+    /// Marks a record of a join as changed, without hashing it (see `appended`).
+    @inline(__always)
+    mutating func touchJoined(_ key: ProjectionKey) {
+        guard tracksChanges else { return }
+        appended.append(key)
     }
 
     /// Forgets which records changed (after the store wrote them, or after a replay or restore).
