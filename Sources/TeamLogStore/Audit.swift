@@ -55,26 +55,61 @@ extension Store {
     }
 
     /// The audit on two threads, each reading its own transaction on the same snapshot (same txn id): one
-    /// checks the hash chain while the other replays; then the tables are compared, split between the
-    /// two by size. `nil` (do it on one thread) when the second thread cannot get the same snapshot (a
+    /// walks the log, checking the hash chain and decoding events, while the other applies them; then the
+    /// tables are compared, split between the two by size. `nil` (do it on one thread) when the second thread cannot get the same snapshot (a
     /// writer committed in between) or the log has a problem, whose report the one-thread path words.
     private func auditOnTwoCores(_ txn: Transaction, meta: Meta, progress: ((Int) -> Void)?) throws -> AuditReport? {
         let snapshot = txn.snapshotID
-        let (replay, chain) = try inParallel(
-            { try self.replay(in: txn, upTo: nil, verifyHashes: false, progress: progress) },
+        // The second thread walks the log (checking the chain) and decodes; this one applies.
+        let decoded = ChunkQueue<Event>()
+        let config = world.config
+        let (replayed, chain) = try inParallel(
+            { () -> (world: World, events: Int) in
+                var world = World(config: config)
+                world.wantsDeliveries = false
+                world.tracksChanges = false
+                var scratch: [Output] = []
+                var events = 0
+                while let chunk = decoded.pop() {
+                    for event in chunk {
+                        scratch.removeAll(keepingCapacity: true)
+                        world.apply(event, into: &scratch)
+                        events += 1
+                        if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
+                    }
+                }
+                world.tracksChanges = true
+                return (world, events)
+            },
             {
-                try self.env.concurrentRead { other in
-                    other.snapshotID == snapshot ? try self.walkChain(in: other) { _, _ in } : nil
+                defer { decoded.close() }
+                typealias Walk = (records: UInt64, lastHash: [UInt8], problem: ChainProblem?)
+                return try self.env.concurrentRead { other -> Walk? in
+                    guard other.snapshotID == snapshot else { return nil }
+                    var chunk: [Event] = []
+                    chunk.reserveCapacity(256)
+                    var undecodable = false
+                    let walk = try self.walkChain(in: other) { seq, payload in
+                        guard !undecodable, let event = try? EventCodec.decode(seq: seq, payload) else {
+                            undecodable = true
+                            return
+                        }
+                        chunk.append(event)
+                        if chunk.count == 256 {
+                            decoded.push(chunk)
+                            chunk.removeAll(keepingCapacity: true)
+                        }
+                    }
+                    if !chunk.isEmpty { decoded.push(chunk) }
+                    return undecodable ? nil : walk
                 } ?? nil
             })
-        guard let chain, chain.problem == nil, replay.problem == nil, UInt64(replay.events) == chain.records else {
-            return nil
-        }
+        guard let chain, chain.problem == nil, UInt64(replayed.events) == chain.records else { return nil }
         var report = AuditReport(
-            seq: meta.lastSeq, events: replay.events, chainProblem: nil,
+            seq: meta.lastSeq, events: replayed.events, chainProblem: nil,
             checkpointProblem: Self.checkpointProblem(meta, records: chain.records, lastHash: chain.lastHash)?.message,
             tables: [])
-        let world = replay.world
+        let world = replayed.world
         let expected = ProjectionCodec.recordCounts(world)
         // Two groups of about equal record counts (the cost of a table is about its records).
         var groups: [[ProjectionTable]] = [[], []]

@@ -35,3 +35,55 @@ private final class ParallelWork<B>: ParallelRunner, @unchecked Sendable {
     init(_ work: @escaping () throws -> B) { self.work = work }
     override func run() { result = Result { try work() } }
 }
+
+/// A bounded first-in first-out queue of chunks between one producing and one consuming thread.
+final class ChunkQueue<T>: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var chunks: [[T]] = []
+    private var closed = false
+    private let depth: Int
+
+    init(depth: Int = 16) {
+        self.depth = depth
+        mutex.initialize(to: pthread_mutex_t())
+        cond.initialize(to: pthread_cond_t())
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        pthread_cond_destroy(cond)
+        mutex.deallocate()
+        cond.deallocate()
+    }
+
+    /// Adds a chunk, waiting while the queue is full.
+    func push(_ chunk: [T]) {
+        pthread_mutex_lock(mutex)
+        while chunks.count >= depth && !closed { pthread_cond_wait(cond, mutex) }
+        if !closed { chunks.append(chunk) }
+        pthread_cond_broadcast(cond)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// No more chunks will come.
+    func close() {
+        pthread_mutex_lock(mutex)
+        closed = true
+        pthread_cond_broadcast(cond)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// The next chunk, or `nil` once the queue is closed and empty.
+    func pop() -> [T]? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while chunks.isEmpty && !closed { pthread_cond_wait(cond, mutex) }
+        if chunks.isEmpty { return nil }
+        let chunk = chunks.removeFirst()
+        pthread_cond_broadcast(cond)
+        return chunk
+    }
+}

@@ -327,15 +327,21 @@ public enum ProjectionCodec {
         case .members:
             let (team, user) = try splitKey(key)
             let member = try decodeMember(user: user, &r)
-            guard world.teams.index(forKey: team) != nil else { throw DecodeError("member \(user) of unknown team \(team)") }
+            guard world.teams.index(forKey: team) != nil else {
+                throw DecodeError("member \(user) of unknown team \(team)")
+            }
             world.teams[team]!.restoreMember(member)
         case .invites:
             let (team, invitee) = try splitKey(key)
-            guard world.teams.index(forKey: team) != nil else { throw DecodeError("invitation to unknown team \(team)") }
+            guard world.teams.index(forKey: team) != nil else {
+                throw DecodeError("invitation to unknown team \(team)")
+            }
             world.teams[team]!.invites[invitee] = try r.strings()
         case .applications:
             let (team, applicant) = try splitKey(key)
-            guard world.teams.index(forKey: team) != nil else { throw DecodeError("application to unknown team \(team)") }
+            guard world.teams.index(forKey: team) != nil else {
+                throw DecodeError("application to unknown team \(team)")
+            }
             world.teams[team]!.applications[applicant] = try r.string()
         case .messages:
             world.messages[String(decoding: key, as: UTF8.self)] = try decodeMessage(&r)
