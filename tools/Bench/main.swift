@@ -93,6 +93,7 @@ func run() throws {
             exit(2)
         }
     }
+    mkdir(outDir, 0o755)  // may exist
     let batch = 10_000
     print("generating \(ops) ops (seed \(options.seed), supergroups up to \(options.maxTeam) members)…")
     var workload = MixedWorkload(options: options)
@@ -416,6 +417,7 @@ func run() throws {
         chart([
             ("raw LMDB append", Double(records.count) / rawSeconds), ("teamlog ops", Double(parsed.count) / opsSeconds),
             ("JSON Lines e2e", Double(lines.count) / jsonlSeconds), ("replay", Double(report.events) / auditSeconds),
+            ("teamlog msgs, 2k mix", teamlogMessageRate), ("SQLite rows msgs, 2k mix", baselineMessageRate),
         ]))
     print("wrote \(outDir)/bench.md and \(outDir)/bench.svg")
 }
@@ -454,24 +456,29 @@ struct BenchError: Error, CustomStringConvertible {
 }
 
 func writeFile(_ path: String, _ text: String) {
-    guard let f = fopen(path, "w") else { return }
+    guard let f = fopen(path, "w") else {
+        print("teamlog-bench: cannot write \(path): \(String(cString: strerror(errno)))")
+        return
+    }
     _ = Array(text.utf8).withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
     fclose(f)
 }
 
-/// A horizontal bar chart of rates (events or ops per second).
+/// A horizontal bar chart of rates (events, ops or messages per second) on a log scale (1/s to the top).
 func chart(_ bars: [(String, Double)]) -> String {
-    let width = 640.0
-    let top = bars.map(\.1).max() ?? 1
+    let width = 560.0
+    let top = log10(max(10, bars.map(\.1).max() ?? 10))
     var svg =
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width) + 260)\" height=\"\(bars.count * 34 + 20)\" font-family=\"sans-serif\" font-size=\"13\">\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Int(width) + 330)\" height=\"\(bars.count * 34 + 40)\" font-family=\"sans-serif\" font-size=\"13\">\n"
     for (i, (name, value)) in bars.enumerated() {
         let y = 10 + i * 34
-        let w = max(1, value / top * width)
+        let w = max(1, log10(max(1, value)) / top * width)
         svg += "<text x=\"0\" y=\"\(y + 17)\">\(name)</text>\n"
-        svg += "<rect x=\"140\" y=\"\(y)\" width=\"\(fmt(w, 1))\" height=\"24\" fill=\"#4a7bd0\"/>\n"
-        svg += "<text x=\"\(fmt(150 + w, 1))\" y=\"\(y + 17)\">\(fmt(value)) /s</text>\n"
+        svg += "<rect x=\"190\" y=\"\(y)\" width=\"\(fmt(w, 1))\" height=\"24\" fill=\"#4a7bd0\"/>\n"
+        svg += "<text x=\"\(fmt(200 + w, 1))\" y=\"\(y + 17)\">\(fmt(value)) /s</text>\n"
     }
+    let y = 10 + bars.count * 34
+    svg += "<text x=\"190\" y=\"\(y + 14)\" fill=\"#666\">log scale</text>\n"
     return svg + "</svg>\n"
 }
 
