@@ -49,17 +49,17 @@ public enum ProjectionCodec {
                 }
             )
         case .counted(let key, let seq):
-            return (.counted, seqKey(key.bytes, seq), position(world.convs[key]?.counted, seq))
+            return (.counted, seqKey(key, nil, seq), position(world.convs[key]?.counted, seq))
         case .own(let key, let user, let seq):
-            return (.own, seqKey(key.bytes + [0] + Array(user.utf8), seq), position(world.convs[key]?.own[user], seq))
+            return (.own, seqKey(key, user, seq), position(world.convs[key]?.own[user], seq))
         case .directed(let key, let user, let seq):
             return (
-                .directed, seqKey(key.bytes + [0] + Array(user.utf8), seq),
+                .directed, seqKey(key, user, seq),
                 position(world.convs[key]?.directed[user], seq)
             )
         case .userConv(let user, let key):
             return (
-                .userConvs, Array(user.utf8) + [0] + key.bytes,
+                .userConvs, userConvKey(user, key),
                 world.userConvs[user]?[key].map { uc in
                     var w = ByteWriter()
                     w.u8(version)
@@ -140,10 +140,27 @@ public enum ProjectionCodec {
         return keys
     }
 
-    static func seqKey(_ prefix: [UInt8], _ seq: UInt64) -> [UInt8] {
-        var key = prefix
+    /// conversation, [0, user,] 0, big-endian seq: an append-only index key, built in one allocation.
+    static func seqKey(_ conv: ConvKey, _ user: String?, _ seq: UInt64) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(1 + conv.id.utf8.count + (user.map { $0.utf8.count + 1 } ?? 0) + 9)
+        conv.append(to: &key)
+        if let user {
+            key.append(0)
+            key.append(contentsOf: user.utf8)
+        }
         key.append(0)
         withUnsafeBytes(of: seq.bigEndian) { key.append(contentsOf: $0) }
+        return key
+    }
+
+    /// user, 0, conversation: a user-conversation record's key, built in one allocation.
+    static func userConvKey(_ user: String, _ conv: ConvKey) -> [UInt8] {
+        var key: [UInt8] = []
+        key.reserveCapacity(user.utf8.count + 2 + conv.id.utf8.count)
+        key.append(contentsOf: user.utf8)
+        key.append(0)
+        conv.append(to: &key)
         return key
     }
 
@@ -400,7 +417,9 @@ public enum ProjectionCodec {
 
     /// `a` 0x00 `b`.
     public static func pairKey(_ a: String, _ b: String) -> [UInt8] {
-        var key = Array(a.utf8)
+        var key: [UInt8] = []
+        key.reserveCapacity(a.utf8.count + 1 + b.utf8.count)
+        key.append(contentsOf: a.utf8)
         key.append(0)
         key.append(contentsOf: b.utf8)
         return key

@@ -34,13 +34,23 @@ public struct ConvKey: Hashable, Sendable, Comparable {
 
     /// Key bytes: a kind letter then the id (`t`, `s`, `p`).
     public var bytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(1 + id.utf8.count)
+        append(to: &out)
+        return out
+    }
+
+    /// Appends the key bytes to `out` (building a longer key without intermediate arrays).
+    @inline(__always)
+    public func append(to out: inout [UInt8]) {
         let letter: UInt8 =
             switch kind {
             case .team: UInt8(ascii: "t")
             case .superTeam: UInt8(ascii: "s")
             case .p2p: UInt8(ascii: "p")
             }
-        return [letter] + Array(id.utf8)
+        out.append(letter)
+        out.append(contentsOf: id.utf8)
     }
 
     /// Parses `bytes`.
