@@ -33,10 +33,10 @@ public struct ParsedLine: Sendable {
     }
 }
 
-/// Batch mode on two cores: a thread reads and parses lines into chunks while the caller's thread (the
-/// single LMDB writer) decides, applies and commits them in input order. Parsing is a quarter of the
-/// per-op cost, and it needs no state, so it overlaps freely; order and determinism are unchanged
-/// because chunks are consumed in the order they were read.
+/// Batch mode on two cores: a thread reads and parses lines into chunks while the caller's thread
+/// decides and applies them in input order (and the store's committer thread writes full batches).
+/// Parsing needs no state, so it overlaps freely; order and determinism are unchanged because chunks
+/// are consumed in the order they were read.
 final class ParsePipeline: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
