@@ -8,12 +8,14 @@ extension Store {
     /// Verifies seq continuity and every chained hash of the committed log (hashes only: no decoding),
     /// and that the checkpoint names the last record. `nil` when sound.
     public func verifyChain() throws -> ChainProblem? {
-        try env.read { txn in
-            let meta = try dbs.readMeta(txn)
-            let walk = try walkChain(in: txn) { _, _ in }
-            let problem = walk.problem ?? Self.checkpointProblem(meta, records: walk.records, lastHash: walk.lastHash)
-            return problem
-        }
+        try env.read { txn in try chainProblem(in: txn) }
+    }
+
+    /// The chain's first problem, or a checkpoint that does not match the log, in a snapshot.
+    func chainProblem(in txn: Transaction) throws -> ChainProblem? {
+        let meta = try dbs.readMeta(txn)
+        let walk = try walkChain(in: txn) { _, _ in }
+        return walk.problem ?? Self.checkpointProblem(meta, records: walk.records, lastHash: walk.lastHash)
     }
 
     /// A checkpoint that does not name the end of a sound log: wrong seq or wrong hash.

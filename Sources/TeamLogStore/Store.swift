@@ -92,11 +92,25 @@ public final class Store {
         committedSeq = meta.lastSeq
         world.lastSeq = meta.lastSeq
         world.lastTs = meta.lastTs
+        let verify = !options.readOnly && options.verifyChainAtOpen
+        var problem: ChainProblem??  // checked already (the outer optional) and what was found
         if loadState {
-            try dbs.loadProjections(env, into: &world)
+            var loaded = world
+            if verify {
+                // Two cores: the chain is checked while the projections load, each in its own read
+                // transaction. This process holds the writer lock, so both see the same data; the
+                // empty read first adopts a map another process grew, before two transactions are open.
+                try env.read { _ in }
+                (_, problem) = try inParallel(
+                    { try self.dbs.loadProjections(self.env, into: &loaded) },
+                    { try self.env.concurrentRead { txn in try self.chainProblem(in: txn) } })
+            } else {
+                try dbs.loadProjections(env, into: &loaded)
+            }
+            world = loaded
             world.finishRestore()
         }
-        if !options.readOnly && options.verifyChainAtOpen, let problem = try verifyChain() {
+        if verify, let problem = try problem ?? verifyChain() {
             failed = StoreError(
                 "the log's hash chain is broken at \(problem); refusing to append onto it. "
                     + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild")
