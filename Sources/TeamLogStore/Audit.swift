@@ -65,21 +65,13 @@ extension Store {
         let config = world.config
         let (replayed, chain) = try inParallel(
             { () -> (world: World, events: Int) in
-                var world = World(config: config)
-                world.wantsDeliveries = false
-                world.tracksChanges = false
-                var scratch: [Output] = []
-                var events = 0
-                while let chunk = decoded.pop() {
-                    for event in chunk {
-                        scratch.removeAll(keepingCapacity: true)
-                        world.apply(event, into: &scratch)
-                        events += 1
-                        if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
-                    }
+                var replayer = Replayer(config: config, progress: progress)
+                while let chunk = try decoded.pop() {
+                    for event in chunk { replayer.apply(event) }
+                    decoded.recycle(chunk)  // freed on the decoding thread
                 }
-                world.tracksChanges = true
-                return (world, events)
+                let events = replayer.events
+                return (replayer.finish(), events)
             },
             {
                 defer { decoded.close() }
@@ -96,11 +88,11 @@ extension Store {
                         }
                         chunk.append(event)
                         if chunk.count == 256 {
-                            decoded.push(chunk)
+                            _ = decoded.push(chunk)
                             chunk.removeAll(keepingCapacity: true)
                         }
                     }
-                    if !chunk.isEmpty { decoded.push(chunk) }
+                    if !chunk.isEmpty { _ = decoded.push(chunk) }
                     return undecodable ? nil : walk
                 } ?? nil
             })

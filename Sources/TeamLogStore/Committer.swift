@@ -92,76 +92,56 @@ final class CommitJob: @unchecked Sendable {
 final class Committer: @unchecked Sendable {
     private let env: Environment
     private let dbs: Databases
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let monitor = Monitor()
     private var job: CommitJob?
     private var stopping = false
     private var thread = pthread_t()
 
-    init(env: Environment, dbs: Databases) {
+    /// `nil` when no thread can be started (the store then commits in place).
+    init?(env: Environment, dbs: Databases) {
         self.env = env
         self.dbs = dbs
-        mutex.initialize(to: pthread_mutex_t())
-        cond.initialize(to: pthread_cond_t())
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(cond, nil)
-        let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(
-            &thread, nil,
-            { raw in
-                let committer = Unmanaged<Committer>.fromOpaque(raw!).takeRetainedValue()
-                committer.loop()
-                return nil
-            }, box)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        pthread_cond_destroy(cond)
-        mutex.deallocate()
-        cond.deallocate()
+        guard let started = startThread({ self.loop() }) else { return nil }
+        thread = started
     }
 
     private func loop() {
-        pthread_mutex_lock(mutex)
-        while true {
-            while job == nil && !stopping { pthread_cond_wait(cond, mutex) }
-            guard let current = job else { break }
-            pthread_mutex_unlock(mutex)
+        while let current = monitor.locked({ () -> CommitJob? in
+            monitor.wait { job != nil || stopping }
+            return job
+        }) {
             var failure: (any Error)?
             do { try current.write(env: env, dbs: dbs) } catch { failure = error }
             current.dropRecords()
-            pthread_mutex_lock(mutex)
-            current.error = failure
-            current.done = true
-            job = nil
-            pthread_cond_broadcast(cond)
+            monitor.locked {
+                current.error = failure
+                current.done = true
+                job = nil
+                monitor.broadcast()
+            }
         }
-        pthread_mutex_unlock(mutex)
     }
 
     /// Starts writing `job` (the previous one must be finished).
     func start(_ job: CommitJob) {
-        pthread_mutex_lock(mutex)
-        precondition(self.job == nil, "one batch in flight at a time")
-        self.job = job
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
+        monitor.locked {
+            precondition(self.job == nil, "one batch in flight at a time")
+            self.job = job
+            monitor.broadcast()
+        }
     }
 
     /// Waits until `job` is written (or failed).
     func wait(_ job: CommitJob) {
-        pthread_mutex_lock(mutex)
-        while !job.done { pthread_cond_wait(cond, mutex) }
-        pthread_mutex_unlock(mutex)
+        monitor.locked { monitor.wait { job.done } }
     }
 
     /// Ends the thread after the job in flight, if any.
     func stop() {
-        pthread_mutex_lock(mutex)
-        stopping = true
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
+        monitor.locked {
+            stopping = true
+            monitor.broadcast()
+        }
         pthread_join(thread, nil)
     }
 }

@@ -4,48 +4,53 @@
     import Darwin
 #endif
 
+// The store's few threads (the parser, the committer, the audit's second core) share these pieces:
+// starting a thread, a lock with a condition, and a bounded queue of chunks.
+
+/// Starts a thread running `body`; `nil` when the system gives none. Join it with `pthread_join`.
+func startThread(_ body: @escaping () -> Void) -> pthread_t? {
+    final class Box: @unchecked Sendable {
+        let body: () -> Void
+        init(_ body: @escaping () -> Void) { self.body = body }
+    }
+    var thread = pthread_t()
+    let box = Unmanaged.passRetained(Box(body))
+    let rc = pthread_create(
+        &thread, nil,
+        { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
+            return nil
+        }, box.toOpaque())
+    if rc != 0 {
+        box.release()
+        return nil
+    }
+    return thread
+}
+
 /// Runs `second` on a new thread and `first` on this one, and returns both results when both are done
 /// (rethrowing the first error met). For splitting read-only work over the machine's two cores; the
 /// closures must not share mutable state.
 func inParallel<A, B>(_ first: () throws -> A, _ second: @escaping () throws -> B) throws -> (A, B) {
-    let box = ParallelWork(second)
-    var thread = pthread_t()
-    let started = pthread_create(
-        &thread, nil,
-        { raw in
-            Unmanaged<ParallelRunner>.fromOpaque(raw!).takeUnretainedValue().run()
-            return nil
-        }, Unmanaged.passUnretained(box as ParallelRunner).toOpaque())
-    if started != 0 {  // no thread to be had: run it here
-        box.result = Result { try second() }
-    }
+    let outcome = ThreadResult<B>()
+    let thread = startThread { outcome.result = Result { try second() } }
+    if thread == nil { outcome.result = Result { try second() } }  // no thread to be had: run it here
     let a = Result { try first() }
-    if started == 0 { pthread_join(thread, nil) }
-    return (try a.get(), try box.result!.get())
+    if let thread { pthread_join(thread, nil) }
+    return (try a.get(), try outcome.result!.get())
 }
 
-/// The work of `inParallel`'s second thread (a class: the thread gets a pointer to it).
-private class ParallelRunner: @unchecked Sendable {
-    func run() {}
-}
-
-private final class ParallelWork<B>: ParallelRunner, @unchecked Sendable {
-    let work: () throws -> B
+/// What `inParallel`'s second thread returned (read after joining it).
+private final class ThreadResult<B>: @unchecked Sendable {
     var result: Result<B, any Error>?
-    init(_ work: @escaping () throws -> B) { self.work = work }
-    override func run() { result = Result { try work() } }
 }
 
-/// A bounded first-in first-out queue of chunks between one producing and one consuming thread.
-final class ChunkQueue<T>: @unchecked Sendable {
+/// A mutex with one condition variable.
+final class Monitor: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var chunks: [[T]] = []
-    private var closed = false
-    private let depth: Int
 
-    init(depth: Int = 16) {
-        self.depth = depth
+    init() {
         mutex.initialize(to: pthread_mutex_t())
         cond.initialize(to: pthread_cond_t())
         pthread_mutex_init(mutex, nil)
@@ -59,31 +64,77 @@ final class ChunkQueue<T>: @unchecked Sendable {
         cond.deallocate()
     }
 
-    /// Adds a chunk, waiting while the queue is full.
-    func push(_ chunk: [T]) {
-        pthread_mutex_lock(mutex)
-        while chunks.count >= depth && !closed { pthread_cond_wait(cond, mutex) }
-        if !closed { chunks.append(chunk) }
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
-    }
-
-    /// No more chunks will come.
-    func close() {
-        pthread_mutex_lock(mutex)
-        closed = true
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
-    }
-
-    /// The next chunk, or `nil` once the queue is closed and empty.
-    func pop() -> [T]? {
+    /// Runs `body` holding the lock.
+    func locked<R>(_ body: () throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        while chunks.isEmpty && !closed { pthread_cond_wait(cond, mutex) }
-        if chunks.isEmpty { return nil }
-        let chunk = chunks.removeFirst()
-        pthread_cond_broadcast(cond)
-        return chunk
+        return try body()
+    }
+
+    /// Inside `locked`: waits until `ready` holds, releasing the lock while waiting.
+    func wait(until ready: () -> Bool) {
+        while !ready() { pthread_cond_wait(cond, mutex) }
+    }
+
+    /// Inside `locked`: wakes every waiter.
+    func broadcast() { pthread_cond_broadcast(cond) }
+}
+
+/// A bounded first-in first-out queue of chunks from one producing thread to one consuming thread.
+/// Either side may close it: the producer at its end (with its failure, if any), the consumer to stop
+/// the producer. The consumer can hand chunks back to be freed on the producer's thread (freeing
+/// thousands of strings was a real share of the consumer's work).
+final class ChunkQueue<T>: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var chunks: [[T]] = []
+    private var spent: [[T]] = []
+    private var closed = false
+    private var failure: (any Error)?
+    private let depth: Int
+
+    init(depth: Int = 16) {
+        self.depth = depth
+    }
+
+    /// Adds a chunk, waiting while the queue is full; false when the queue was closed (the consumer
+    /// stopped). Frees the chunks handed back so far.
+    func push(_ chunk: [T]) -> Bool {
+        var garbage: [[T]] = []
+        defer { garbage.removeAll() }  // outside the lock
+        return monitor.locked {
+            monitor.wait { chunks.count < depth || closed }
+            swap(&garbage, &spent)
+            guard !closed else { return false }
+            chunks.append(chunk)
+            monitor.broadcast()
+            return true
+        }
+    }
+
+    /// No more chunks will come (`failure`: why the producer stopped early), or the consumer stops.
+    func close(failure: (any Error)? = nil) {
+        monitor.locked {
+            closed = true
+            self.failure = self.failure ?? failure
+            monitor.broadcast()
+        }
+    }
+
+    /// The next chunk, or `nil` once the queue is closed and empty; rethrows the producer's failure.
+    func pop() throws -> [T]? {
+        try monitor.locked {
+            monitor.wait { !chunks.isEmpty || closed }
+            if chunks.isEmpty {
+                if let failure { throw failure }
+                return nil
+            }
+            monitor.broadcast()
+            return chunks.removeFirst()
+        }
+    }
+
+    /// Hands back a consumed chunk to be freed on the producer's thread.
+    func recycle(_ chunk: [T]) {
+        monitor.locked { spent.append(chunk) }
     }
 }

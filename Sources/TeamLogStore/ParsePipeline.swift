@@ -38,47 +38,22 @@ public struct ParsedLine: Sendable {
 /// Parsing needs no state, so it overlaps freely; order and determinism are unchanged because chunks
 /// are consumed in the order they were read.
 final class ParsePipeline: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var chunks: [[ParsedLine]] = []
-    /// Chunks the consumer is done with, freed here: a `team.create` of a supergroup holds thousands of
-    /// strings, and freeing them on the writer's thread was an eighth of its work.
-    private var spent: [[ParsedLine]] = []
-    private var finished = false
-    private var failure: (any Error)?
-    private var stopped = false
+    private let queue = ChunkQueue<ParsedLine>()
     private var reader: LineReader
     private let chunkSize: Int
-    private let depth: Int
-    private var thread = pthread_t()
+    private var thread: pthread_t?
 
-    init(reader: LineReader, chunkSize: Int = 512, depth: Int = 16) {
+    init(reader: LineReader, chunkSize: Int = 512) {
         self.reader = reader
         self.chunkSize = chunkSize
-        self.depth = depth
-        mutex.initialize(to: pthread_mutex_t())
-        cond.initialize(to: pthread_cond_t())
-        pthread_mutex_init(mutex, nil)
-        pthread_cond_init(cond, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        pthread_cond_destroy(cond)
-        mutex.deallocate()
-        cond.deallocate()
     }
 
     /// Starts the reading thread.
-    func start() {
-        let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(
-            &thread, nil,
-            { raw in
-                let pipeline = Unmanaged<ParsePipeline>.fromOpaque(raw!).takeRetainedValue()
-                pipeline.produce()
-                return nil
-            }, box)
+    func start() throws {
+        guard let started = startThread({ self.produce() }) else {
+            throw StoreError("cannot start the parsing thread")
+        }
+        thread = started
     }
 
     private func produce() {
@@ -88,63 +63,27 @@ final class ParsePipeline: @unchecked Sendable {
             while let line = try reader.next() {
                 chunk.append(ParsedLine.parse(line))
                 if chunk.count == chunkSize {
-                    guard push(chunk) else { return }
+                    guard queue.push(chunk) else { return }
                     chunk.removeAll(keepingCapacity: true)
                 }
             }
-            if !chunk.isEmpty { _ = push(chunk) }
+            if !chunk.isEmpty { _ = queue.push(chunk) }
+            queue.close()
         } catch {
-            pthread_mutex_lock(mutex)
-            failure = error
-            pthread_mutex_unlock(mutex)
+            queue.close(failure: error)
         }
-        pthread_mutex_lock(mutex)
-        finished = true
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
-    }
-
-    /// Queues a chunk, waiting while the queue is full; false when the consumer stopped.
-    private func push(_ chunk: [ParsedLine]) -> Bool {
-        var garbage: [[ParsedLine]] = []
-        defer { garbage.removeAll() }  // after unlocking
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while chunks.count >= depth && !stopped { pthread_cond_wait(cond, mutex) }
-        swap(&garbage, &spent)
-        if stopped { return false }
-        chunks.append(chunk)
-        pthread_cond_broadcast(cond)
-        return true
-    }
-
-    /// Hands back a consumed chunk to be freed on the reading thread.
-    func recycle(_ chunk: [ParsedLine]) {
-        pthread_mutex_lock(mutex)
-        spent.append(chunk)
-        pthread_mutex_unlock(mutex)
     }
 
     /// The next chunk in input order, or `nil` at the end; rethrows a read error.
-    func next() throws -> [ParsedLine]? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while chunks.isEmpty && !finished { pthread_cond_wait(cond, mutex) }
-        if !chunks.isEmpty {
-            let chunk = chunks.removeFirst()
-            pthread_cond_broadcast(cond)
-            return chunk
-        }
-        if let failure { throw failure }
-        return nil
-    }
+    func next() throws -> [ParsedLine]? { try queue.pop() }
+
+    /// Hands back a consumed chunk to be freed on the reading thread.
+    func recycle(_ chunk: [ParsedLine]) { queue.recycle(chunk) }
 
     /// Stops the producer (after a failure of the consumer) and waits for it.
     func finish() {
-        pthread_mutex_lock(mutex)
-        stopped = true
-        pthread_cond_broadcast(cond)
-        pthread_mutex_unlock(mutex)
-        pthread_join(thread, nil)
+        queue.close()
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
     }
 }

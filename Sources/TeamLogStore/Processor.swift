@@ -188,7 +188,7 @@ public final class Processor {
     /// and fsynced by the store's committer thread while this one works on the next.
     public func run(_ reader: inout LineReader) throws {
         let pipeline = ParsePipeline(reader: reader)
-        pipeline.start()
+        try pipeline.start()
         pipelined = true
         defer { pipelined = false }
         do {

@@ -26,12 +26,8 @@ extension Store {
     /// continuity and every chained hash; calls `body` with each good record's seq and encoded event, and
     /// stops at the first problem. The one place the chain is verified: replay, export and the writer's
     /// check at open all use it.
-    ///
-    /// With `verifyHashes` false (the audit's replay thread, while another thread checks the chain) the
-    /// hashes are not computed and the returned `lastHash` means nothing.
     func walkChain(
-        in txn: Transaction, upTo: UInt64? = nil, verifyHashes: Bool = true,
-        _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void
+        in txn: Transaction, upTo: UInt64? = nil, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void
     ) throws -> (records: UInt64, lastHash: [UInt8], problem: ChainProblem?) {
         var hash = HashChain.genesis
         var expected: UInt64 = 1
@@ -53,14 +49,12 @@ extension Store {
                 problem = ChainProblem(seq: seq, message: "record too short to hold its hash")
                 return false
             }
-            if verifyHashes {
-                let next = HashChain.next(previous: hash, seq: seq, payload: record.payload)
-                guard next.elementsEqual(record.hash) else {
-                    problem = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
-                    return false
-                }
-                hash = next
+            let next = HashChain.next(previous: hash, seq: seq, payload: record.payload)
+            guard next.elementsEqual(record.hash) else {
+                problem = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
+                return false
             }
+            hash = next
             try body(seq, record.payload)
             expected += 1
             return true
@@ -76,29 +70,20 @@ extension Store {
 
     /// Replays inside a given read snapshot.
     public func replay(in txn: Transaction, upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
-        try replay(in: txn, upTo: upTo, verifyHashes: true, progress: progress)
-    }
-
-    func replay(in txn: Transaction, upTo: UInt64?, verifyHashes: Bool, progress: ((Int) -> Void)?) throws -> Replay {
-        var world = World(config: world.config)
-        world.wantsDeliveries = false
-        world.tracksChanges = false
-        var scratch: [Output] = []
+        var replayer = Replayer(config: world.config, progress: progress)
         var undecodable: ChainProblem?
-        let walk = try walkChain(in: txn, upTo: upTo, verifyHashes: verifyHashes) { seq, payload in
+        let walk = try walkChain(in: txn, upTo: upTo) { seq, payload in
             guard undecodable == nil else { return }
             let event: Event
             do { event = try EventCodec.decode(seq: seq, payload) } catch {
                 undecodable = ChainProblem(seq: seq, message: "undecodable event: \(error)")
                 return
             }
-            scratch.removeAll(keepingCapacity: true)
-            world.apply(event, into: &scratch)
-            if seq & 0xFFFF == 0 { progress?(Int(seq)) }
+            replayer.apply(event)
         }
-        world.tracksChanges = true
         let events = undecodable.map { Int($0.seq - 1) } ?? Int(walk.records)
-        return Replay(world: world, events: events, problem: undecodable ?? walk.problem, lastHash: walk.lastHash)
+        return Replay(
+            world: replayer.finish(), events: events, problem: undecodable ?? walk.problem, lastHash: walk.lastHash)
     }
 
     /// Visits committed events from `from` through `to` in one snapshot, verifying the hash chain from
@@ -139,5 +124,35 @@ extension Store {
             out[table] = rows
         }
         return out
+    }
+}
+
+/// Applies events to a fresh state the way a replay does: no delivery lists, no change tracking (a replay
+/// writes nothing), progress every 65,536 seqs.
+struct Replayer {
+    private var world: World
+    private var scratch: [Output] = []
+    private let progress: ((Int) -> Void)?
+    /// Events applied.
+    private(set) var events = 0
+
+    init(config: Config, progress: ((Int) -> Void)?) {
+        world = World(config: config)
+        world.wantsDeliveries = false
+        world.tracksChanges = false
+        self.progress = progress
+    }
+
+    mutating func apply(_ event: Event) {
+        scratch.removeAll(keepingCapacity: true)
+        world.apply(event, into: &scratch)
+        events += 1
+        if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
+    }
+
+    /// The rebuilt state, tracking changes again.
+    consuming func finish() -> World {
+        world.tracksChanges = true
+        return world
     }
 }

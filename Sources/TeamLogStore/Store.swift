@@ -242,12 +242,12 @@ public final class Store {
         // No read transaction of this process may be open while the writer grows the map; lookups use
         // short transactions until the batch is done.
         lookup?.reset()
-        if onThisThread {
+        if !onThisThread && committer == nil { committer = Committer(env: env, dbs: dbs) }
+        if !onThisThread, let committer {
+            committer.start(job)
+        } else {  // in place (also when no committer thread could be started)
             do { try job.write(env: env, dbs: dbs) } catch { job.error = error }
             job.done = true
-        } else {
-            if committer == nil { committer = Committer(env: env, dbs: dbs) }
-            committer!.start(job)
         }
         inFlight = job
         swap(&inFlightOpIds, &pendingOpIds)
