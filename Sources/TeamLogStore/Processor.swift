@@ -109,30 +109,22 @@ public final class Processor {
 
     private func countTowardBatch() throws {
         inBatch += 1
-        if inBatch >= options.batchSize { try pipelined ? beginCommit() : commit() }
+        if inBatch >= options.batchSize { try pipelined ? startCommit(inPlace: false) : commit() }
     }
 
     /// Commits what is pending and hands its records to the sink.
     public func commit() throws {
+        try startCommit(inPlace: true)
         try finishInFlight()
-        if store.pendingCount > 0 {
-            try store.commit()
-            summary.commits += 1
-        }
-        inBatch = 0
-        if !out.bytes.isEmpty {
-            let bytes = out.bytes
-            out.bytes.removeAll(keepingCapacity: true)
-            try sink(bytes)
-        }
     }
 
-    /// Batch mode: hands the pending batch to the committer thread and goes on with the next one. Its
-    /// records wait in `inFlightOut` and reach the sink once it is durable, before any later batch's.
-    private func beginCommit() throws {
+    /// Commits what is pending, in place or (batch mode) on the committer thread while this one goes on
+    /// with the next batch. The batch's records wait in `inFlightOut` and reach the sink once it is
+    /// durable, before any later batch's.
+    private func startCommit(inPlace: Bool) throws {
         try finishInFlight()
         if store.pendingCount > 0 {
-            try store.beginCommit()
+            try inPlace ? store.commit() : store.beginCommit()
             summary.commits += 1
         }
         inBatch = 0
