@@ -1,4 +1,4 @@
-public import TeamLog
+import TeamLog
 
 /// The benchmark workload: team operations (from `TeamWorkload`, whose exact model it shares) plus, mostly,
 /// messages — some directed, some with receipts, some status messages, mentions — reads, receipts and

@@ -180,6 +180,7 @@ func runPerRecipientRows(
     return result
 }
 
+/// The conversation's text key: the domain's own key bytes.
 private func conversationKey(_ to: Conversation, _ actor: String) -> String {
-    to.kind == .p2p ? "p:" + [actor, to.id].sorted().joined(separator: ",") : "t:" + to.id
+    String(decoding: ConvKey(to, actor: actor).bytes, as: UTF8.self)
 }

@@ -15,6 +15,15 @@ public struct ConvKey: Hashable, Sendable, Comparable {
         id = a < b ? a + "\u{1}" + b : b + "\u{1}" + a
     }
 
+    /// The conversation `actor` names as `to`.
+    public init(_ to: Conversation, actor: String) {
+        switch to.kind {
+        case .p2p: self.init(p2p: actor, to.id)
+        case .team: self.init(team: to.id, kind: .team)
+        case .superTeam: self.init(team: to.id, kind: .superTeam)
+        }
+    }
+
     init(kind: Conversation.Kind, rawId: String) {
         self.kind = kind
         id = rawId

@@ -107,7 +107,7 @@ extension World {
             }
 
         case .messageRead(let to, let upTo):
-            let key = convKey(to, actor: actor)
+            let key = ConvKey(to, actor: actor)
             let position = min(upTo ?? (seq - 1), seq - 1)
             var uc = userConvs[actor]?[key] ?? UserConv()
             uc.readSeq = max(uc.readSeq, position)
@@ -126,15 +126,6 @@ extension World {
 
         default:
             preconditionFailure("not a message op: \(event.op.name)")
-        }
-    }
-
-    /// The shared key of a conversation named by `actor`.
-    func convKey(_ to: Conversation, actor: String) -> ConvKey {
-        switch to.kind {
-        case .p2p: ConvKey(p2p: actor, to.id)
-        case .team: ConvKey(team: to.id, kind: .team)
-        case .superTeam: ConvKey(team: to.id, kind: .superTeam)
         }
     }
 
