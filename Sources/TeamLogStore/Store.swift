@@ -131,14 +131,7 @@ public final class Store {
     /// Gives up the writer role: commits nothing more and releases the writer lock, so another `Store`
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
-        if let job = inFlight {
-            committer?.wait(job)  // never release the writer lock under a transaction still being written
-            if job.error == nil {
-                committedSeq = job.checkpoint.lastSeq
-                lastHash = job.checkpoint.lastHash
-            }
-            inFlight = nil
-        }
+        try? finishCommit()  // never release the writer lock under a transaction still being written
         failed = failed ?? StoreError("store was closed")
         lookup = nil
         writerLock?.release()
@@ -257,7 +250,6 @@ public final class Store {
     }
 
     deinit {
-        if let job = inFlight { committer?.wait(job) }
-        committer?.stop()
+        committer?.stop()  // after the batch in flight, if any
     }
 }
