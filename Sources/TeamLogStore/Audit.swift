@@ -230,7 +230,7 @@ extension Store {
             try value.withUnsafeBytes { v in
                 if table == .members {
                     // Needs its team to restore; decode the member alone.
-                    let user = String(decoding: key.split(separator: 0, maxSplits: 1).last ?? [], as: UTF8.self)
+                    let user = Id(String(decoding: key.split(separator: 0, maxSplits: 1).last ?? [], as: UTF8.self))
                     let m = try ProjectionCodec.decodeMember(user: user, v)
                     return
                         "{role \(m.role.rawValue), notify \(m.notify.rawValue), mutedUntil \(m.mutedUntil.map(String.init) ?? "none"), joinSeq \(m.joinSeq), slot \(m.slot)}"

@@ -15,7 +15,7 @@ import TeamLog
 final class CommitJob: @unchecked Sendable {
     /// Encoded events; `chain` appends each one's hash.
     private(set) var events: [(seq: UInt64, value: [UInt8])]
-    private(set) var opIds: [String: OpIdOutcome]
+    private(set) var opIds: [Id: OpIdOutcome]
     private(set) var changes: [(ProjectionTable, [UInt8], [UInt8]?)]
     /// The checkpoint; its `lastHash` is the chain's hash after the batch once `chain` ran.
     private(set) var checkpoint: Meta
@@ -25,7 +25,7 @@ final class CommitJob: @unchecked Sendable {
     var done = false
 
     init(
-        events: [(seq: UInt64, value: [UInt8])], opIds: [String: OpIdOutcome],
+        events: [(seq: UInt64, value: [UInt8])], opIds: [Id: OpIdOutcome],
         changes: [(ProjectionTable, [UInt8], [UInt8]?)], previousHash: [UInt8], lastSeq: UInt64, lastTs: Int64
     ) {
         self.events = events

@@ -9,7 +9,7 @@ import TeamLog
 /// - `p.<table>`: the projections, one record per `ProjectionKey`
 struct Databases {
     let log: Database<BigEndianUInt64, RawBytes>
-    let opIds: Database<UTF8String, OpIdOutcomeCodec>
+    let opIds: Database<IdCodec, OpIdOutcomeCodec>
     let meta: Database<UTF8String, RawBytes>
     let projections: [ProjectionTable: DatabaseHandle]
 

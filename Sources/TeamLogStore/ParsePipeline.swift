@@ -12,7 +12,7 @@ public struct ParsedLine: Sendable {
     /// `nil` for a blank line (skipped, not counted).
     public var result: Result<Op, Rejection>?
     /// The line's opId when it could be read (for rejection records).
-    public var opId: String?
+    public var opId: Id?
 
     /// Reads and parses one line (the work the pipeline moves off the writer's thread).
     public static func parse(_ line: LineReader.Line) -> ParsedLine {

@@ -197,7 +197,7 @@ public final class Processor {
         try commit()
     }
 
-    private func reject(_ line: Int, _ opId: String?, _ rejection: Rejection) {
+    private func reject(_ line: Int, _ opId: Id?, _ rejection: Rejection) {
         summary.rejected += 1
         emit(.rejected(line: line, opId: opId, code: rejection.code, reason: rejection.reason))
     }

@@ -6,12 +6,12 @@ public import TeamLog
 extension Store {
     /// `teamlog unread USER`: per conversation the unread count, read position and last message, and
     /// the total. Conversations are listed most recent first.
-    public func unreadView(_ user: String) throws -> JSONValue {
+    public func unreadView(_ user: Id) throws -> JSONValue {
         try env.read { txn in try unreadView(user, in: txn) }
     }
 
     /// The unread query inside a given snapshot.
-    public func unreadView(_ user: String, in txn: Transaction) throws -> JSONValue {
+    public func unreadView(_ user: Id, in txn: Transaction) throws -> JSONValue {
         var rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)] = []
         let prefix = Array(user.utf8) + [0]
         var convs: [(ConvKey, UserConv)] = []
@@ -42,7 +42,7 @@ extension Store {
     }
 
     /// `teamlog receipts MESSAGE_ID`: read and unread receivers of a `needReceipt` team message, or `nil`.
-    public func receiptsView(_ messageId: String) throws -> JSONValue? {
+    public func receiptsView(_ messageId: Id) throws -> JSONValue? {
         try env.read { txn in
             try Array(messageId.utf8).withUnsafeBytes { key in
                 try txn.withValue(dbs.projection(.receipts), key: key) { value -> JSONValue? in
@@ -56,7 +56,7 @@ extension Store {
     }
 
     /// `teamlog message MESSAGE_ID`: a stored message (or tip), or `nil`.
-    public func messageView(_ messageId: String) throws -> JSONValue? {
+    public func messageView(_ messageId: Id) throws -> JSONValue? {
         try env.read { txn in
             try Array(messageId.utf8).withUnsafeBytes { key in
                 try txn.withValue(dbs.projection(.messages), key: key) { value -> JSONValue? in
@@ -97,7 +97,7 @@ extension Store {
 
 extension Store {
     /// `teamlog channel CHANNEL`: members and pending invitations, or `nil`.
-    public func channelView(_ id: String) throws -> JSONValue? {
+    public func channelView(_ id: Id) throws -> JSONValue? {
         try env.read { txn in
             try Array(id.utf8).withUnsafeBytes { key in
                 try txn.withValue(dbs.projection(.channels), key: key) { value -> JSONValue? in

@@ -4,12 +4,12 @@ public import TeamLog
 /// Read-side queries (SPEC §5), answered from the stored projections in one read snapshot.
 extension Store {
     /// `teamlog team TEAM`: the team and its members, or `nil` when there is no such team.
-    public func teamView(_ id: String) throws -> JSONValue? {
+    public func teamView(_ id: Id) throws -> JSONValue? {
         try env.read { txn in try teamView(id, in: txn) }
     }
 
     /// The team query inside a given snapshot.
-    public func teamView(_ id: String, in txn: Transaction) throws -> JSONValue? {
+    public func teamView(_ id: Id, in txn: Transaction) throws -> JSONValue? {
         guard
             let (team, count) = try Array(id.utf8).withUnsafeBytes({ key in
                 try txn.withValue(dbs.projection(.teams), key: key) { value -> (TeamState, Int)? in
@@ -23,7 +23,7 @@ extension Store {
         let prefix = ProjectionCodec.prefix(id)
         try txn.forEach(dbs.projection(.members), from: prefix) { key, value in
             guard key.starts(with: prefix) else { return false }
-            let user = String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self)
+            let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
             members.append(try ProjectionCodec.decodeMember(user: user, value))
             return true
         }

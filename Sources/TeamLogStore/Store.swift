@@ -52,7 +52,7 @@ public final class Store {
     public private(set) var committedSeq: UInt64
 
     private var pendingEvents: [(seq: UInt64, value: [UInt8])] = []
-    private var pendingOpIds: [String: OpIdOutcome] = [:]
+    private var pendingOpIds: [Id: OpIdOutcome] = [:]
     private var pendingOutputsScratch: [Output] = []
     private var failed: StoreError?
     private var writerLock: WriterLock?
@@ -61,7 +61,7 @@ public final class Store {
     /// The batch the committer thread is writing, if any, and its opId outcomes (still answered from
     /// memory until it is durable).
     private var inFlight: CommitJob?
-    private var inFlightOpIds: [String: OpIdOutcome] = [:]
+    private var inFlightOpIds: [Id: OpIdOutcome] = [:]
     /// Started by the first `beginCommit`.
     private var committer: Committer?
 
@@ -174,13 +174,13 @@ public final class Store {
     }
 
     /// The seq of the event accepted with `opId`, if any.
-    public func seqOf(opId: String) throws -> UInt64? {
+    public func seqOf(opId: Id) throws -> UInt64? {
         if case .accepted(let seq)? = try outcome(opId: opId) { return seq }
         return nil
     }
 
     /// The first outcome of an op submitted with `opId`, if any.
-    public func outcome(opId: String) throws -> OpIdOutcome? {
+    public func outcome(opId: Id) throws -> OpIdOutcome? {
         if let outcome = pendingOpIds[opId] { return outcome }
         if let outcome = inFlightOpIds[opId] { return outcome }
         if writerLock == nil || inFlight != nil { return try env.read { txn in try txn.get(dbs.opIds, opId) } }

@@ -26,10 +26,10 @@ public struct MixedWorkload {
     private var setup: [Op] = []
     private var count = 0
     private var messageCount = 0
-    private var recentReceipts: [(id: String, team: String, sender: String)] = []
+    private var recentReceipts: [(id: Id, team: Id, sender: Id)] = []
     private var channelCount = 0
     private var openChannels:
-        [(id: String, members: [String], invites: [(target: String, inviter: String, requestId: String)])] = []
+        [(id: Id, members: [Id], invites: [(target: Id, inviter: Id, requestId: Id)])] = []
 
     public init(options: Options = Options()) {
         self.options = options
@@ -47,15 +47,15 @@ public struct MixedWorkload {
         // A few supergroups up front: created with a first chunk, grown by invitations of 20,000.
         guard options.messageShare > 0 else { return }
         for (i, size) in [options.maxTeam, options.maxTeam / 4, options.maxTeam / 16].enumerated() where size >= 3 {
-            let id = "sg\(i)"
+            let id: Id = "sg\(i)"
             var c = TeamCreate(team: id)
             c.kind = .superTeam
             c.name = "Supergroup \(i)"
             c.joinMode = .free
-            let owner = "u\(i)"
+            let owner: Id = "u\(i)"
             var next = 0
-            func take(_ n: Int) -> [String] {
-                var out: [String] = []
+            func take(_ n: Int) -> [Id] {
+                var out: [Id] = []
                 while out.count < n && next < size {
                     if "u\(next)" != owner { out.append("u\(next)") }
                     next += 1
@@ -115,7 +115,7 @@ public struct MixedWorkload {
         // Supergroups get a share of traffic by name; others uniformly.
         if rng.chance(0.15), let sg = teams["sg\(Int.random(in: 0..<3, using: &rng))"], !sg.dismissed { return sg }
         for _ in 0..<8 {
-            let id = "t\(Int.random(in: 0..<max(1, teamOps.createdTeams), using: &rng))"
+            let id: Id = "t\(Int.random(in: 0..<max(1, teamOps.createdTeams), using: &rng))"
             if let t = teams[id], !t.dismissed, t.memberCount > 1 { return t }
         }
         return nil
@@ -129,11 +129,11 @@ public struct MixedWorkload {
 
     private mutating func send() -> Op? {
         messageCount += 1
-        let id = "m\(options.seed)-\(messageCount)"
+        let id: Id = "m\(options.seed)-\(messageCount)"
         let content = JSONValue.object([("type", .string("text")), ("text", .string("message \(messageCount)"))])
         if rng.chance(0.03) {
-            let a = "u\(Int.random(in: 0..<options.users, using: &rng))"
-            let b = "u\(Int.random(in: 0..<options.users, using: &rng))"
+            let a: Id = "u\(Int.random(in: 0..<options.users, using: &rng))"
+            let b: Id = "u\(Int.random(in: 0..<options.users, using: &rng))"
             guard a != b else { return nil }
             return Op(
                 actor: a, body: .messageSend(MessageSend(to: Conversation(.p2p, b), messageId: id, content: content)))
@@ -181,8 +181,8 @@ public struct MixedWorkload {
     }
 
     private mutating func signaling() -> Op? {
-        let user = "u\(Int.random(in: 0..<min(options.users, 5_000), using: &rng))"
-        let device = rng.chance(0.7) ? "phone" : "pad"
+        let user: Id = "u\(Int.random(in: 0..<min(options.users, 5_000), using: &rng))"
+        let device: Id = rng.chance(0.7) ? "phone" : "pad"
         switch Int.random(in: 0..<10, using: &rng) {
         case 0..<4:
             return Op(
@@ -190,7 +190,7 @@ public struct MixedWorkload {
                 body: teamOps.model.devices(of: user).contains(device) ? .clientLogout : .clientLogin)
         case 4:
             channelCount += 1
-            let id = "c\(options.seed)-\(channelCount)"
+            let id: Id = "c\(options.seed)-\(channelCount)"
             // Calls end: the oldest open channel is closed by one of its members before a new one starts.
             if openChannels.count >= 32, let oldest = openChannels.first, let closer = oldest.members.first {
                 openChannels.removeFirst()
@@ -216,7 +216,7 @@ public struct MixedWorkload {
                     actor: invite.target, device: device,
                     body: .channelAccept(channel: channel.id, inviter: invite.inviter, requestId: invite.requestId))
             }
-            var inv = ChannelInvite(channel: channel.id, target: user, requestId: "r\(count)")
+            var inv = ChannelInvite(channel: channel.id, target: user, requestId: Id("r\(count)"))
             inv.offline = rng.chance(0.5)
             openChannels[i].invites.append((user, inviter, inv.requestId))
             return Op(actor: inviter, body: .channelInvite(inv))

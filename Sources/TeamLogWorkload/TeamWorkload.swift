@@ -33,7 +33,7 @@ public struct TeamWorkload {
     public private(set) var model: World
     private var ts: Int64
     private var count = 0
-    private var teamIds: [String] = []
+    private var teamIds: [Id] = []
     private var dismissedCount = 0
 
     public init(options: Options = Options(), config: Config = Config()) {
@@ -44,9 +44,9 @@ public struct TeamWorkload {
         ts = options.startTs
     }
 
-    private func user(_ i: Int) -> String { "u\(i)" }
+    private func user(_ i: Int) -> Id { "u\(i)" }
 
-    private mutating func randomUser() -> String { user(Int.random(in: 0..<options.users, using: &rng)) }
+    private mutating func randomUser() -> Id { user(Int.random(in: 0..<options.users, using: &rng)) }
 
     /// Teams created so far (ids `t0`, `t1`, …).
     public var createdTeams: Int { teamIds.count }
@@ -111,8 +111,8 @@ public struct TeamWorkload {
         return all[Int.random(in: 0..<all.count, using: &rng)]
     }
 
-    private mutating func nonMembers(of team: TeamState, _ n: Int) -> [String] {
-        var out: [String] = []
+    private mutating func nonMembers(of team: TeamState, _ n: Int) -> [Id] {
+        var out: [Id] = []
         for _ in 0..<(n * 3) where out.count < n {
             let u = randomUser()
             if !team.isMember(u) && !out.contains(u) { out.append(u) }
@@ -212,14 +212,14 @@ public struct TeamWorkload {
     }
 
     private mutating func create() -> Op {
-        let id = "t\(teamIds.count)"
+        let id: Id = "t\(teamIds.count)"
         teamIds.append(id)
         var c = TeamCreate(team: id)
         c.kind = rng.chance(options.superTeamShare) ? .superTeam : .team
         c.name = "Team \(teamIds.count)"
         let limit = model.config.maxMembers(c.kind) - 1
         let size = min(limit, 2 + rng.zipf(max: options.maxInitialMembers))
-        var members = Set<String>()
+        var members = Set<Id>()
         let owner = randomUser()
         while members.count < min(size, options.users - 1) {
             let u = randomUser()

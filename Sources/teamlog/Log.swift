@@ -24,7 +24,7 @@ struct Log: ParsableCommand {
         out.reserveCapacity(1 << 20)
         var problem: Store.ChainProblem?
         try store.forEachEvent(from: from, to: to) { event in
-            if let team, event.op.body.team != team { return }
+            if let team, event.op.body.team != Id(team) { return }
             out.append(contentsOf: event.op.jsonLine.utf8)
             out.append(0x0A)
             if out.count > 1 << 20 {

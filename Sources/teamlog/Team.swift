@@ -12,7 +12,7 @@ struct Team: ParsableCommand {
     var team: String
 
     func run() throws {
-        let view = try query.answer({ try $0.teamView(team) }, { $0.teamView(team) }, missing: "no team \(team)")
+        let view = try query.answer({ try $0.teamView(Id(team)) }, { $0.teamView(Id(team)) }, missing: "no team \(team)")
         if query.json {
             try printOut(view.jsonString)
         } else {

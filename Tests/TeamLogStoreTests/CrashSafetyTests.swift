@@ -152,7 +152,7 @@ import Testing
                 guard let line = event["line"]?.intValue, let seq = event["seq"]?.intValue,
                     let opId = reference.lineOpIds[Int(line) - 1]
                 else { continue }
-                #expect(try store.seqOf(opId: opId) == UInt64(seq), "printed line \(line) is stored as seq \(seq)")
+                #expect(try store.seqOf(opId: Id(opId)) == UInt64(seq), "printed line \(line) is stored as seq \(seq)")
             }
         }
 
@@ -256,7 +256,7 @@ import Testing
         guard last > 0 else { return [] }
         return try (1...last).map { seq in
             guard let event = try store.event(at: seq) else { throw StoreError("no event at seq \(seq)") }
-            return event.op.opId
+            return event.op.opId?.string
         }
     }
 

@@ -307,8 +307,8 @@ import Testing
                 Issue.record("line \(i + 1) (\(c.comment)) has no opId to look up")
                 continue
             }
-            #expect(try store.seqOf(opId: opId) == UInt64(seq), "line \(i + 1) (\(c.comment)) is stored as seq \(seq)")
-            #expect(try store.event(at: UInt64(seq))?.op.opId == opId)
+            #expect(try store.seqOf(opId: Id(opId)) == UInt64(seq), "line \(i + 1) (\(c.comment)) is stored as seq \(seq)")
+            #expect(try store.event(at: UInt64(seq))?.op.opId == Id(opId))
         }
         // Spot checks of what the big and boundary lines stored.
         if let exact = cases.firstIndex(where: { $0.comment == "a valid line of exactly 1 MiB" }),
@@ -319,9 +319,9 @@ import Testing
             #expect(intro?.utf8.count == written, "the 1 MiB line's intro is stored whole")
         }
         if cases.contains(where: { $0.comment == "team id of exactly 128 bytes" }) {
-            #expect(try store.teamView(String(repeating: "i", count: 128)) != nil)
-            #expect(try store.teamView(String(repeating: "\u{E9}", count: 64)) != nil)
-            #expect(try store.teamView(String(repeating: "\u{1F600}", count: 32)) != nil)
+            #expect(try store.teamView(Id(String(repeating: "i", count: 128))) != nil)
+            #expect(try store.teamView(Id(String(repeating: "\u{E9}", count: 64))) != nil)
+            #expect(try store.teamView(Id(String(repeating: "\u{1F600}", count: 32))) != nil)
             #expect(try store.teamView("h1")?["name"]?.stringValue == "nul\u{0}name\u{1B}[31m")
             #expect(try store.teamView("hesc") != nil, "an op name spelled with an escape is that op")
         }

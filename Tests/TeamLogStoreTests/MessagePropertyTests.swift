@@ -9,7 +9,7 @@ import Testing
 /// kept by the test from the op lines it fed and the membership before and after each op:
 /// receivers, unread, last messages and receipt tallies; the LMDB queries against `World`; replay and audit.
 @Suite struct MessagePropertyTests {
-    static let users = (0..<40).map { "u\($0)" }
+    static let users = (0..<40).map { Id("u\($0)") }
     static let small: Config = {
         var c = Config()
         c.teamMaxMembers = 25
@@ -19,18 +19,18 @@ import Testing
 
     /// What the test sent in one `message.send`, as the model reads it.
     struct Send {
-        var sender: String
-        var id: String
+        var sender: Id
+        var id: Id
         var kind: Conversation.Kind
-        var target: String
-        var directed: [String]?
+        var target: Id
+        var directed: [Id]?
         var needReceipt = false
         var isCounted: Bool?
         var isPersisted: Bool?
         var status = false
         var disableUpdateLast = false
         var disableNotification = false
-        var mentions: [String] = []
+        var mentions: [Id] = []
 
         var counts: Bool { (isCounted ?? true) && (isPersisted ?? true) && !status }
         var stored: Bool { (isPersisted ?? true) && !status }
@@ -40,11 +40,11 @@ import Testing
     enum Line {
         case team(String)
         case send(Send)
-        case read(user: String, key: ConvKey, upTo: UInt64?)
-        case receipt(user: String, team: String, ids: [String])
-        case login(String, String)
-        case logout(String, String)
-        case modify(user: String, id: String)
+        case read(user: Id, key: ConvKey, upTo: UInt64?)
+        case receipt(user: Id, team: Id, ids: [Id])
+        case login(Id, Id)
+        case logout(Id, Id)
+        case modify(user: Id, id: Id)
 
         var text: String {
             switch self {
@@ -85,23 +85,23 @@ import Testing
     /// The naive model: per user and conversation, the seqs of counted messages they received, their
     /// latest join, read position and last message; receipt tallies; online devices.
     struct Model {
-        var received: [String: [ConvKey: [UInt64]]] = [:]
-        var joinSeq: [String: [ConvKey: UInt64]] = [:]
-        var readSeq: [String: [ConvKey: UInt64]] = [:]
-        var last: [String: [ConvKey: (seq: UInt64, id: String)]] = [:]
+        var received: [Id: [ConvKey: [UInt64]]] = [:]
+        var joinSeq: [Id: [ConvKey: UInt64]] = [:]
+        var readSeq: [Id: [ConvKey: UInt64]] = [:]
+        var last: [Id: [ConvKey: (seq: UInt64, id: Id)]] = [:]
         /// Conversations each user has (a team once joined; p2p once a message or a read touched it).
-        var convs: [String: Set<ConvKey>] = [:]
-        var receipts: [String: (receivers: [String], read: [String])] = [:]
-        var online: [String: Set<String>] = [:]
+        var convs: [Id: Set<ConvKey>] = [:]
+        var receipts: [Id: (receivers: [Id], read: [Id])] = [:]
+        var online: [Id: Set<Id>] = [:]
 
-        func unread(_ user: String, _ key: ConvKey) -> Int {
+        func unread(_ user: Id, _ key: ConvKey) -> Int {
             let base = max(readSeq[user]?[key] ?? 0, joinSeq[user]?[key] ?? 0)
             return (received[user]?[key] ?? []).filter { $0 > base }.count
         }
 
         /// The unread query as the model would answer it (counts and last messages from the model; the
         /// shape and order are the query's, whose exact text MessageQueryTests checks).
-        func view(_ user: String) -> JSONValue {
+        func view(_ user: Id) -> JSONValue {
             World.unreadJSON(
                 user: user,
                 rows: (convs[user] ?? []).map { key in
@@ -118,7 +118,7 @@ import Testing
     /// Generates the next line against the live state (only to make plausible ops; the model never reads it).
     static func next(
         _ rng: inout SplitMix64, _ world: World, _ teamLines: inout ArraySlice<String>, _ i: Int,
-        _ receiptIds: [String], _ sentIds: [String]
+        _ receiptIds: [Id], _ sentIds: [Id]
     ) -> Line {
         let live = world.teams.values.filter { !$0.dismissed }.sorted { $0.id < $1.id }
         let roll = Int.random(in: 0..<100, using: &rng)
@@ -182,7 +182,7 @@ import Testing
                 rng.chance(0.95) ? world.messages[id]?.conv.id ?? "t0" : live.randomElement(using: &rng)?.id ?? "t0"
             return .receipt(user: actor, team: team, ids: ids)
         case 92..<98:
-            let device = rng.chance(0.5) ? "d0" : "d1"
+            let device: Id = rng.chance(0.5) ? "d0" : "d1"
             return rng.chance(0.55) ? .login(user, device) : .logout(user, device)
         default:
             let id = sentIds.randomElement(using: &rng) ?? "m0"
@@ -198,8 +198,8 @@ import Testing
             TeamWorkloadProbe.lines(count: 700, seed: seed, users: 40, teams: 8, invalidShare: 0.05, config: Self.small)
         )
         var model = Model()
-        var receiptIds: [String] = []
-        var sentIds: [String] = []
+        var receiptIds: [Id] = []
+        var sentIds: [Id] = []
         var accepted = 0
         var counts: [String: Int] = [:]
         let total = 1_800
@@ -217,7 +217,7 @@ import Testing
             switch line {
             case .team(let text):
                 counts["team", default: 0] += 1
-                guard let id = (try? JSONParser.parse(Array(text.utf8)))?["team"]?.stringValue, let now = after[id]
+                guard let id = (try? JSONParser.parse(Array(text.utf8)))?["team"]?.stringValue.map({ Id($0) }), let now = after[id]
                 else { break }
                 let old = before[id]
                 let oldMembers = Set(old?.memberIds ?? [])
@@ -230,7 +230,7 @@ import Testing
                 let removed = oldMembers.subtracting(newMembers)
                 let tipDeliveries = deliveries.filter { $0["messageId"]?.stringValue?.hasPrefix("tip-") == true }
                 for d in tipDeliveries {
-                    let receivers = (d["receivers"]?.arrayValue ?? []).compactMap(\.stringValue)
+                    let receivers = (d["receivers"]?.arrayValue ?? []).compactMap { $0.stringValue.map { Id($0) } }
                     let tipId = d["messageId"]!.stringValue!
                     let expected = Set(newMembers).union(removed)
                     if tipId.contains(".") {
@@ -241,15 +241,15 @@ import Testing
                             "\(text): \(tipId) receivers")
                         #expect(Set(receivers).isSuperset(of: Set(newMembers)), "\(text): \(tipId) receivers")
                     }
-                    for user in receivers { model.last[user, default: [:]][Self.key(now)] = (seq, tipId) }
+                    for user in receivers { model.last[user, default: [:]][Self.key(now)] = (seq, Id(tipId)) }
                 }
 
             case .send(let s):
                 counts[s.kind == .p2p ? "p2p" : "send", default: 0] += 1
                 sentIds.append(s.id)
                 let key: ConvKey
-                let expectedReceivers: [String]
-                var seers: [String]
+                let expectedReceivers: [Id]
+                var seers: [Id]
                 if s.kind == .p2p {
                     key = ConvKey(p2p: s.sender, s.target)
                     let reaches =
@@ -270,9 +270,9 @@ import Testing
                     seers = s.directed == nil ? roster : [s.sender] + expectedReceivers
                 }
                 let d = try #require(deliveries.first, "\(line.text): no delivery")
-                let receivers = (d["receivers"]?.arrayValue ?? []).compactMap(\.stringValue)
+                let receivers = (d["receivers"]?.arrayValue ?? []).compactMap { $0.stringValue.map { Id($0) } }
                 #expect(receivers == expectedReceivers, "\(line.text)")
-                #expect(d["messageId"]?.stringValue == s.id)
+                #expect(d["messageId"]?.stringValue == s.id.string)
                 if s.counts {
                     for user in receivers { model.received[user, default: [:]][key, default: []].append(seq) }
                 }

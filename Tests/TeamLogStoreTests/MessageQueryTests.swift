@@ -41,17 +41,17 @@ enum Msg {
 /// record of §4, and the unread/last-message rules they show: p2p sides, leaving, rejoining, reading.
 @Suite struct MessageQueryTests {
     /// The unread view as the in-memory `World` computes it, in the query's shape and order.
-    static func expectedUnread(_ world: World, _ user: String) -> JSONValue { world.unreadView(user) }
+    static func expectedUnread(_ world: World, _ user: Id) -> JSONValue { world.unreadView(user) }
 
     /// `unreadView` must equal the in-memory computation, before and after a reopen.
-    static func checkAgainstWorld(_ h: StoreHarness, _ users: [String]) throws {
+    static func checkAgainstWorld(_ h: StoreHarness, _ users: [Id]) throws {
         for user in users {
             let view = try h.store.unreadView(user)
             #expect(view == expectedUnread(h.store.world, user), "\(user): \(view.jsonString)")
         }
     }
 
-    static func unread(_ h: StoreHarness, _ user: String) throws -> String { try h.store.unreadView(user).jsonString }
+    static func unread(_ h: StoreHarness, _ user: Id) throws -> String { try h.store.unreadView(user).jsonString }
 
     // MARK: Shapes
 
@@ -299,10 +299,10 @@ enum Msg {
             Msg.send("a", "m1"),  // 2
             Msg.send("a", "d1", ["directedUserIds": ["b"]]),  // 3
         ])
-        func last(_ user: String) throws -> String? {
+        func last(_ user: Id) throws -> String? {
             try h.store.unreadView(user)["conversations"]?.arrayValue?.first?["lastMessage"]?["messageId"]?.stringValue
         }
-        func count(_ user: String) throws -> Int64? { try h.store.unreadView(user)["total"]?.intValue }
+        func count(_ user: Id) throws -> Int64? { try h.store.unreadView(user)["total"]?.intValue }
         #expect(try last("b") == "d1")
         #expect(try last("a") == "d1", "the sender sees their directed message")
         #expect(try last("own") == "m1")
@@ -311,7 +311,7 @@ enum Msg {
         #expect(try count("c") == 1)
         #expect(try count("own") == 1)
         try h.feed(Msg.send("c", "m2"))  // 4
-        for u in ["own", "a", "b", "c"] { #expect(try last(u) == "m2", "\(u)") }
+        for u: Id in ["own", "a", "b", "c"] { #expect(try last(u) == "m2", "\(u)") }
         try h.feed(Msg.send("own", "d2", ["directedUserIds": ["own", "c"]]))  // 5: to the sender and c
         #expect(try last("c") == "d2")
         #expect(try last("own") == "d2")

@@ -467,7 +467,7 @@ private struct SignalingChecker {
     /// offline for the timeout or longer at the last event's time.
     mutating func checkState(_ world: World) {
         for (id, channel) in world.channels {
-            guard let m = model.channels[id] else { problem("channel \(id) unknown to the model"); continue }
+            guard let m = model.channels[id.string] else { problem("channel \(id) unknown to the model"); continue }
             if channel.closed != m.closed { problem("channel \(id): closed \(channel.closed), model \(m.closed)") }
             let got = channel.members.map { "\($0.user)@\($0.joinedTs)" }
             let want = m.members.map { "\($0.user)@\($0.joined)" }
@@ -476,8 +476,8 @@ private struct SignalingChecker {
             let wantInvites = m.invites.map { "\($0.target)<\($0.inviter)#\($0.requestId)/\($0.offline)" }
             if invites != wantInvites { problem("channel \(id): invites \(invites), model \(wantInvites)") }
             guard !channel.closed else { continue }
-            for member in channel.members where !model.online(member.user) {
-                let since = max(member.joinedTs, model.offlineSince[member.user] ?? member.joinedTs)
+            for member in channel.members where !model.online(member.user.string) {
+                let since = max(member.joinedTs, model.offlineSince[member.user.string] ?? member.joinedTs)
                 if world.lastTs - since >= SignalingModel.timeout {
                     problem("\(member.user) offline since \(since) is still in \(id) at \(world.lastTs)")
                 }
@@ -486,10 +486,10 @@ private struct SignalingChecker {
         if world.channels.count != model.channels.count {
             problem("\(world.channels.count) channels, model \(model.channels.count)")
         }
-        for user in SignalingGenerator.users where world.devices(of: user) != model.sortedDevices(user) {
-            problem("\(user) online on \(world.devices(of: user)), model \(model.sortedDevices(user))")
+        for user in SignalingGenerator.users where world.devices(of: Id(user)).map(\.string) != model.sortedDevices(user) {
+            problem("\(user) online on \(world.devices(of: Id(user))), model \(model.sortedDevices(user))")
         }
-        let pending = world.offlineQueues.mapValues(\.count).filter { $0.value > 0 }
+        let pending = Dictionary(uniqueKeysWithValues: world.offlineQueues.map { ($0.key.string, $0.value.count) }).filter { $0.value > 0 }
         let recomputed = queues.mapValues(\.count).filter { $0.value > 0 }
         if pending != recomputed { problem("stored queues \(pending), recomputed from records \(recomputed)") }
     }

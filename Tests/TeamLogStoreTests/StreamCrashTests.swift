@@ -234,7 +234,7 @@ import Testing
                     outcome.problems.append("printed event without a workload line: \(event.jsonString)")
                     continue
                 }
-                if try store.seqOf(opId: opId) != UInt64(seq) {
+                if try store.seqOf(opId: Id(opId)) != UInt64(seq) {
                     outcome.problems.append("printed line \(line) as seq \(seq), but \(opId) is stored elsewhere")
                 }
             }

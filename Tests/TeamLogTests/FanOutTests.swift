@@ -14,8 +14,8 @@ import Testing
 
     /// One expected delivery: receivers, alerted, and silenced as `user:reason` in receiver order.
     struct Expected: Equatable, CustomStringConvertible, Sendable {
-        var receivers: [String]
-        var alerted: [String]
+        var receivers: [Id]
+        var alerted: [Id]
         var silenced: [String]
         var description: String { "receivers \(receivers) alerted \(alerted) silenced \(silenced)" }
     }
@@ -36,13 +36,13 @@ import Testing
     }
 
     /// Shorthand: receivers with every one alerted but those in `silenced`.
-    static func d(_ receivers: [String], _ silenced: [String: SilenceReason] = [:]) -> Expected {
+    static func d(_ receivers: [Id], _ silenced: [Id: SilenceReason] = [:]) -> Expected {
         Expected(
             receivers: receivers, alerted: receivers.filter { silenced[$0] == nil },
             silenced: receivers.compactMap { u in silenced[u].map { "\(u):\($0.rawValue)" } })
     }
 
-    static func all(_ receivers: [String], _ reason: SilenceReason) -> Expected {
+    static func all(_ receivers: [Id], _ reason: SilenceReason) -> Expected {
         d(receivers, Dictionary(uniqueKeysWithValues: receivers.map { ($0, reason) }))
     }
 
@@ -55,7 +55,7 @@ import Testing
         }
     }
 
-    static let others = ["own", "mgr", "b", "c"]
+    static let others: [Id] = ["own", "mgr", "b", "c"]
 
     static let team: [FanCase] = [
         FanCase("broadcast reaches every member but the sender", [], Msg.send("a", "m1"), d(others)),
@@ -243,7 +243,7 @@ import Testing
             op("team.update", "own", ["team": "t1", "fields": ["name": "Dev"] as KeyValuePairs<String, Any>]),
             op("team.invite", "own", ["team": "t1", "targets": ["x"]]),
         ])
-        for u in ["own", "mgr", "a", "b", "c", "x"] { #expect(m.world.unread(u, key) == 0, "\(u)") }
+        for u: Id in ["own", "mgr", "a", "b", "c", "x"] { #expect(m.world.unread(u, key) == 0, "\(u)") }
         #expect(m.world.lastMessage("a", key)?.messageId == "tip-\(m.world.lastSeq)")
         #expect(m.world.messages["tip-\(m.world.lastSeq)"]?.isTip == true)
     }
@@ -254,7 +254,7 @@ import Testing
         m.setup(Self.base + [Msg.notify("b", "none"), Msg.notify("c", "managerOnly")])
         let key = ConvKey(team: "t1", kind: .team)
         m.setup([Msg.send("a", "m1"), Msg.send("a", "m2", ["disableNotification": true])])
-        for u in ["own", "mgr", "b", "c"] { #expect(m.world.unread(u, key) == 2, "\(u)") }
+        for u: Id in ["own", "mgr", "b", "c"] { #expect(m.world.unread(u, key) == 2, "\(u)") }
         #expect(m.world.unread("a", key) == 0)
     }
 
@@ -449,8 +449,8 @@ import Testing
         let target = members.randomElement(using: &rng)!
         let states = ["all", "managerOnly", "none"].shuffled(using: &rng)
         var b = a
-        a.setup([Msg.notify(target, states[0])])
-        b.setup([Msg.notify(target, states[1])])
+        a.setup([Msg.notify(target.string, states[0])])
+        b.setup([Msg.notify(target.string, states[1])])
         let key = ConvKey(team: "t1", kind: .team)
         var targetAlertDiffers = 0
 
@@ -491,7 +491,7 @@ import Testing
                 x.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" }
                     == y.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" },
                 "seed \(seed) message \(i)")
-            for u in users + ["late"] {
+            for u in users.map({ Id($0) }) + ["late"] {
                 #expect(a.world.unread(u, key) == b.world.unread(u, key), "seed \(seed) message \(i): unread of \(u)")
                 #expect(
                     a.world.lastMessage(u, key) == b.world.lastMessage(u, key),
@@ -505,7 +505,7 @@ import Testing
             if rng.chance(0.2) {
                 let reader = members.randomElement(using: &rng)!
                 let upTo = Int(a.world.lastSeq) - Int.random(in: 0...5, using: &rng)
-                let line = Msg.read(reader, upTo: max(upTo, 0))
+                let line = Msg.read(reader.string, upTo: max(upTo, 0))
                 #expect(a.run(line) == nil && b.run(line) == nil)
             }
         }

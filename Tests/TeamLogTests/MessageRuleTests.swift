@@ -53,12 +53,12 @@ enum Msg {
 
 /// Everything `apply` can change, for "a rejected op changes nothing".
 struct WorldSnapshot: Equatable {
-    let teams: [String: TeamState]
+    let teams: [Id: TeamState]
     let convs: [ConvKey: ConvState]
-    let userConvs: [String: [ConvKey: UserConv]]
-    let messages: [String: StoredMessage]
-    let receipts: [String: ReceiptState]
-    let presence: [String: Presence]
+    let userConvs: [Id: [ConvKey: UserConv]]
+    let messages: [Id: StoredMessage]
+    let receipts: [Id: ReceiptState]
+    let presence: [Id: Presence]
     let lastSeq: UInt64
     let lastTs: Int64
 

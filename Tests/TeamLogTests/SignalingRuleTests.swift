@@ -79,9 +79,9 @@ extension Machine {
 
 /// Everything a signaling op can change, for "a rejected op changes nothing".
 private struct SignalingSnapshot: Equatable {
-    let channels: [String: ChannelState]
-    let presence: [String: Presence]
-    let queues: [String: [StoredSignal]]
+    let channels: [Id: ChannelState]
+    let presence: [Id: Presence]
+    let queues: [Id: [StoredSignal]]
     let lastSeq: UInt64
     let lastTs: Int64
 
@@ -97,16 +97,16 @@ private struct SignalingSnapshot: Equatable {
 /// One expected `signal` output: the fields SPEC §4 prints.
 struct ExpectedSignal: Equatable, CustomStringConvertible {
     var event: SignalEvent
-    var to: String
-    var devices: [String]
+    var to: Id
+    var devices: [Id]
     var stored = false
     var sync = false
-    var from: String
-    var requestId: String?
+    var from: Id
+    var requestId: Id?
 
     init(
-        _ event: SignalEvent, to: String, _ devices: [String] = [], stored: Bool = false, sync: Bool = false,
-        from: String, _ requestId: String? = nil
+        _ event: SignalEvent, to: Id, _ devices: [Id] = [], stored: Bool = false, sync: Bool = false,
+        from: Id, _ requestId: Id? = nil
     ) {
         self.event = event
         self.to = to
@@ -718,7 +718,7 @@ extension ExpectedSignal: Sendable {}
                 + [Sig.close("b", "c3")])
         #expect(m.run(Sig.tick(121_000)) == nil)
         #expect(
-            m.emittedSignals.map { [$0.channel, $0.event.rawValue, $0.to] } == [
+            m.emittedSignals.map { [$0.channel.string, $0.event.rawValue, $0.to.string] } == [
                 ["c1", "membersSync", "b"], ["c2", "membersSync", "b"],
             ])
         #expect(m.world.channels["c1"]!.memberIds == ["b"])

@@ -13,7 +13,7 @@ import Testing
         let zimEvent: Int?
         let zimChange: Int?
         let text: String
-        var targets: [String] = []
+        var targets: [Id] = []
         var attachment: [String: String]? = nil
         var extra: @Sendable (ZIMChangeInfo?) -> Bool = { _ in true }
         var testDescription: String { name }

@@ -64,7 +64,7 @@ public final class StoreHarness {
     }
 
     /// The team query's JSON.
-    public func team(_ id: String) throws -> JSONValue? { try store.teamView(id) }
+    public func team(_ id: Id) throws -> JSONValue? { try store.teamView(id) }
 }
 
 /// Shorthand for an op line: `op("team.leave", "a", ["team": "t1"])`.
@@ -74,10 +74,17 @@ public func op(_ name: String, _ actor: String, _ fields: KeyValuePairs<String, 
     return JSONValue.object(pairs).jsonString
 }
 
+/// `op` with the actor as an `Id`.
+public func op(_ name: String, _ actor: Id, _ fields: KeyValuePairs<String, Any> = [:]) -> String {
+    op(name, actor.string, fields)
+}
+
 /// A test value as JSON.
 public func jsonValue(_ v: Any) -> JSONValue {
     switch v {
     case let s as String: return .string(s)
+    case let id as Id: return .string(id.string)
+    case let a as [Id]: return .array(a.map { .string($0.string) })
     case let b as Bool: return .bool(b)
     case let n as Int: return .int(Int64(n))
     case let n as Int64: return .int(n)

@@ -69,6 +69,8 @@ final class SQLiteDB {
         enum Value {
             case text(String)
             case int(Int64)
+
+            static func text(_ id: Id) -> Value { .text(id.string) }
         }
 
         func run(_ values: Value...) throws {
@@ -181,6 +183,6 @@ func runPerRecipientRows(
 }
 
 /// The conversation's text key: the domain's own key bytes.
-private func conversationKey(_ to: Conversation, _ actor: String) -> String {
+private func conversationKey(_ to: Conversation, _ actor: Id) -> String {
     String(decoding: ConvKey(to, actor: actor).bytes, as: UTF8.self)
 }

@@ -201,7 +201,7 @@ func run() throws {
         sink &+= Int(fan.alerted[0] & 1)
     }
     let coreSeconds = now() - t
-    var naive: [String: Member] = [:]
+    var naive: [Id: Member] = [:]
     for m in biggest.slots.compactMap({ $0 }) { naive[m.user] = m }
     let roster = biggest.roster.map(\.user)
     let naiveMessages = max(1, coreMessages / 100)

@@ -68,7 +68,7 @@ func benchmark() {
 
     // 2. The naive loop: a dictionary lookup per member for role and notify state.
     struct NaiveMember { var role: Role; var notify: NotifyState; var online: Bool }
-    var naive: [String: NaiveMember] = [:]
+    var naive: [Id: NaiveMember] = [:]
     for m in team.slots.compactMap({ $0 }) {
         naive[m.user] = NaiveMember(role: m.role, notify: m.notify, online: MemberBits.test(bits.online, Int(m.slot)))
     }
@@ -76,7 +76,7 @@ func benchmark() {
     let naiveMessages = max(1, messages / 50)
     t0 = now()
     for i in 0..<naiveMessages {
-        let sender = "u\(1 + (i % (members - 1)))"
+        let sender: Id = "u\(1 + (i % (members - 1)))"
         let senderIsAdmin = naive[sender]!.role.isAdmin
         var receivers = 0
         var alerted = 0

@@ -32,9 +32,9 @@ public enum EventCodec {
         let ts = try r.varint()
         guard ts <= UInt64(Int64.max) else { throw DecodeError("event \(seq): time out of range") }
         let flags = try r.u8()
-        let actor = try r.string()
-        let opId = flags & 1 != 0 ? try r.string() : nil
-        let device = flags & 2 != 0 ? try r.string() : nil
+        let actor = try r.id()
+        let opId = flags & 1 != 0 ? try r.id() : nil
+        let device = flags & 2 != 0 ? try r.id() : nil
         let body = try decodeBody(&r)
         try r.expectEnd()
         // An accepted op's time is the event time (`decide` resolves it), so it is stored once.
@@ -151,10 +151,10 @@ public enum EventCodec {
         let tag = try r.u8()
         switch tag {
         case 1:
-            var c = TeamCreate(team: try r.string())
+            var c = TeamCreate(team: try r.id())
             c.kind = try r.u8() == 0 ? .team : .superTeam
             c.name = try r.string()
-            c.members = try r.strings()
+            c.members = try r.ids()
             c.intro = try r.string()
             c.announcement = try r.string()
             c.avatar = try r.string()
@@ -164,16 +164,16 @@ public enum EventCodec {
             c.updateInfoMode = try value(&r)
             c.muted = try r.bool()
             return .teamCreate(c)
-        case 2: return .teamInvite(team: try r.string(), targets: try r.strings())
-        case 3: return .teamAcceptInvite(team: try r.string(), inviter: try r.string())
-        case 4: return .teamRejectInvite(team: try r.string(), inviter: try r.string())
-        case 5: return .teamApply(team: try r.string(), message: try r.optionalString())
-        case 6: return .teamApproveApply(team: try r.string(), applicant: try r.string())
-        case 7: return .teamRejectApply(team: try r.string(), applicant: try r.string())
-        case 8: return .teamKick(team: try r.string(), targets: try r.strings())
-        case 9: return .teamLeave(team: try r.string())
+        case 2: return .teamInvite(team: try r.id(), targets: try r.ids())
+        case 3: return .teamAcceptInvite(team: try r.id(), inviter: try r.id())
+        case 4: return .teamRejectInvite(team: try r.id(), inviter: try r.id())
+        case 5: return .teamApply(team: try r.id(), message: try r.optionalString())
+        case 6: return .teamApproveApply(team: try r.id(), applicant: try r.id())
+        case 7: return .teamRejectApply(team: try r.id(), applicant: try r.id())
+        case 8: return .teamKick(team: try r.id(), targets: try r.ids())
+        case 9: return .teamLeave(team: try r.id())
         case 10:
-            let t = try r.string()
+            let t = try r.id()
             var f = TeamFields()
             f.name = try r.optionalString()
             f.intro = try r.optionalString()
@@ -185,20 +185,20 @@ public enum EventCodec {
             f.updateInfoMode = try optionalValue(&r)
             f.ext = try r.optionalString()
             return .teamUpdate(team: t, fields: f)
-        case 11: return .teamMuteAll(team: try r.string(), muted: try r.bool())
-        case 12: return .teamDismiss(team: try r.string())
-        case 13: return .teamTransferOwner(team: try r.string(), target: try r.string(), leave: try r.bool())
-        case 14: return .teamAddManagers(team: try r.string(), targets: try r.strings())
-        case 15: return .teamRemoveManagers(team: try r.string(), targets: try r.strings())
+        case 11: return .teamMuteAll(team: try r.id(), muted: try r.bool())
+        case 12: return .teamDismiss(team: try r.id())
+        case 13: return .teamTransferOwner(team: try r.id(), target: try r.id(), leave: try r.bool())
+        case 14: return .teamAddManagers(team: try r.id(), targets: try r.ids())
+        case 15: return .teamRemoveManagers(team: try r.id(), targets: try r.ids())
         case 16:
-            let t = try r.string()
-            let target = try r.string()
+            let t = try r.id()
+            let target = try r.id()
             let muted = try r.bool()
             let until = try r.zigzag()
             return .teamMuteMember(team: t, target: target, muted: muted, until: until == -1 ? nil : until)
-        case 17: return .memberSetNotify(team: try r.string(), state: try value(&r))
+        case 17: return .memberSetNotify(team: try r.id(), state: try value(&r))
         case 32:
-            var m = MessageSend(to: try conversation(&r), messageId: try r.string(), content: try json(&r))
+            var m = MessageSend(to: try conversation(&r), messageId: try r.id(), content: try json(&r))
             let flags = try r.u8()
             m.needReceipt = flags & 1 != 0
             m.disableNotification = flags & 2 != 0
@@ -206,32 +206,32 @@ public enum EventCodec {
             m.isCounted = flags & 8 != 0
             m.isPersisted = flags & 16 != 0
             m.isStatusMessage = flags & 32 != 0
-            if flags & 64 != 0 { m.directedUserIds = try r.strings() }
+            if flags & 64 != 0 { m.directedUserIds = try r.ids() }
             let n = try r.count()
             for _ in 0..<n { m.metadata.append((try r.string(), try r.string())) }
-            m.mentions = try r.strings()
+            m.mentions = try r.ids()
             return .messageSend(m)
         case 33:
             let to = try conversation(&r)
             let upTo = try r.varint()
             return .messageRead(to: to, upTo: upTo == 0 ? nil : upTo - 1)
-        case 34: return .messageReceipt(to: try conversation(&r), messageIds: try r.strings())
-        case 35: return .messageModify(messageId: try r.string(), content: try json(&r))
+        case 34: return .messageReceipt(to: try conversation(&r), messageIds: try r.ids())
+        case 35: return .messageModify(messageId: try r.id(), content: try json(&r))
         case 36: return .clientLogin
         case 37: return .clientLogout
-        case 64: return .channelCreate(channel: try r.string(), kind: try value(&r), ext: try r.optionalString())
-        case 65: return .channelJoin(channel: try r.string())
+        case 64: return .channelCreate(channel: try r.id(), kind: try value(&r), ext: try r.optionalString())
+        case 65: return .channelJoin(channel: try r.id())
         case 66:
-            var i = ChannelInvite(channel: try r.string(), target: try r.string(), requestId: try r.string())
+            var i = ChannelInvite(channel: try r.id(), target: try r.id(), requestId: try r.id())
             i.offline = try r.bool()
             i.pushText = try r.optionalString()
             return .channelInvite(i)
-        case 67: return .channelCancelInvite(channel: try r.string(), target: try r.string(), requestId: try r.string())
-        case 68: return .channelReject(channel: try r.string(), inviter: try r.string(), requestId: try r.string())
-        case 69: return .channelAccept(channel: try r.string(), inviter: try r.string(), requestId: try r.string())
-        case 70: return .channelLeave(channel: try r.string())
-        case 71: return .channelClose(channel: try r.string())
-        case 72: return .channelControl(channel: try r.string(), target: try r.optionalString(), data: try r.string())
+        case 67: return .channelCancelInvite(channel: try r.id(), target: try r.id(), requestId: try r.id())
+        case 68: return .channelReject(channel: try r.id(), inviter: try r.id(), requestId: try r.id())
+        case 69: return .channelAccept(channel: try r.id(), inviter: try r.id(), requestId: try r.id())
+        case 70: return .channelLeave(channel: try r.id())
+        case 71: return .channelClose(channel: try r.id())
+        case 72: return .channelControl(channel: try r.id(), target: try r.optionalId(), data: try r.string())
         case 73: return .clockTick
         default: throw DecodeError("unknown op tag \(tag)")
         }
@@ -246,7 +246,7 @@ public enum EventCodec {
 
     static func conversation(_ r: inout ByteReader) throws(DecodeError) -> Conversation {
         let kind: Conversation.Kind = try value(&r)
-        return Conversation(kind, try r.string())
+        return Conversation(kind, try r.id())
     }
 
     static func json(_ r: inout ByteReader) throws(DecodeError) -> JSONValue {

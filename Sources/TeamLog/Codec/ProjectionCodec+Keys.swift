@@ -3,10 +3,10 @@
 extension ProjectionCodec {
     /// The projection key a stored key of `table` names, or `nil` when the bytes are not a valid key.
     public static func key(_ table: ProjectionTable, _ bytes: UnsafeRawBufferPointer) -> ProjectionKey? {
-        func text(_ slice: Slice<UnsafeRawBufferPointer>) -> String {
-            String(decoding: UnsafeRawBufferPointer(rebasing: slice), as: UTF8.self)
+        func text(_ slice: Slice<UnsafeRawBufferPointer>) -> Id {
+            Id(String(decoding: UnsafeRawBufferPointer(rebasing: slice), as: UTF8.self))
         }
-        func pair() -> (String, String)? {
+        func pair() -> (Id, Id)? {
             guard let zero = bytes.firstIndex(of: 0) else { return nil }
             return (text(bytes[..<zero]), text(bytes[(zero + 1)...]))
         }

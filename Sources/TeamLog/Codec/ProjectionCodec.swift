@@ -141,7 +141,7 @@ public enum ProjectionCodec {
     }
 
     /// conversation, [0, user,] 0, big-endian seq: an append-only index key, built in one allocation.
-    static func seqKey(_ conv: ConvKey, _ user: String?, _ seq: UInt64) -> [UInt8] {
+    static func seqKey(_ conv: ConvKey, _ user: Id?, _ seq: UInt64) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(1 + conv.id.utf8.count + (user.map { $0.utf8.count + 1 } ?? 0) + 9)
         conv.append(to: &key)
@@ -155,7 +155,7 @@ public enum ProjectionCodec {
     }
 
     /// user, 0, conversation: a user-conversation record's key, built in one allocation.
-    static func userConvKey(_ user: String, _ conv: ConvKey) -> [UInt8] {
+    static func userConvKey(_ user: Id, _ conv: ConvKey) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(user.utf8.count + 2 + conv.id.utf8.count)
         key.append(contentsOf: user.utf8)
@@ -185,7 +185,7 @@ public enum ProjectionCodec {
 
     static func readRef(_ r: inout ByteReader) throws(DecodeError) -> MessageRef? {
         guard try r.bool() else { return nil }
-        return MessageRef(seq: try r.varint(), messageId: try r.string())
+        return MessageRef(seq: try r.varint(), messageId: try r.id())
     }
 
     public static func encodeMessage(_ m: StoredMessage) -> [UInt8] {
@@ -238,25 +238,25 @@ public enum ProjectionCodec {
         return w.bytes
     }
 
-    static func decodeChannel(id: String, _ r: inout ByteReader) throws(DecodeError) -> ChannelState {
+    static func decodeChannel(id: Id, _ r: inout ByteReader) throws(DecodeError) -> ChannelState {
         let kind: ChannelKind = try EventCodec.value(&r)
         let ext = try r.optionalString()
-        var c = ChannelState(id: id, kind: kind, ext: ext, creator: try r.string(), createdSeq: try r.varint())
+        var c = ChannelState(id: id, kind: kind, ext: ext, creator: try r.id(), createdSeq: try r.varint())
         c.closed = try r.bool()
         let members = try r.count()
-        for _ in 0..<members { c.members.append((try r.string(), try r.zigzag())) }
+        for _ in 0..<members { c.members.append((try r.id(), try r.zigzag())) }
         let invites = try r.count()
         for _ in 0..<invites {
             c.invites.append(
                 PendingInvite(
-                    target: try r.string(), inviter: try r.string(), requestId: try r.string(), offline: try r.bool(),
+                    target: try r.id(), inviter: try r.id(), requestId: try r.id(), offline: try r.bool(),
                     pushText: try r.optionalString()))
         }
         return c
     }
 
     /// Decodes a stored channel record on its own (queries).
-    public static func decodeChannel(id: String, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> ChannelState {
+    public static func decodeChannel(id: Id, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> ChannelState {
         var r = ByteReader(bytes)
         _ = try r.u8()
         let c = try decodeChannel(id: id, &r)
@@ -278,7 +278,7 @@ public enum ProjectionCodec {
         let ts = try r.zigzag()
         let convBytes = Array(try r.raw(try r.count()))
         guard let conv = ConvKey(bytes: convBytes) else { throw DecodeError("bad conversation key in message") }
-        let sender = try r.string()
+        let sender = try r.id()
         let flags = try r.u8()
         var content = JSONValue.null
         if flags & 2 != 0 {
@@ -290,9 +290,9 @@ public enum ProjectionCodec {
             stored: flags & 2 != 0)
         m.needReceipt = flags & 4 != 0
         m.hasChanged = flags & 8 != 0
-        if flags & 16 != 0 { m.directedUserIds = try r.strings() }
+        if flags & 16 != 0 { m.directedUserIds = try r.ids() }
         if flags & 32 != 0 {
-            m.modifiedBy = try r.string()
+            m.modifiedBy = try r.id()
             m.modifiedTs = try r.zigzag()
         }
         return m
@@ -314,7 +314,7 @@ public enum ProjectionCodec {
 
     /// Restores one stored record into `world` (used when opening a store).
     /// Appends `seq` to a conversation's counted, own or directed index; returns that list's new count.
-    private static func appendIndexed(_ state: inout ConvState, _ table: ProjectionTable, _ user: String, _ seq: UInt64)
+    private static func appendIndexed(_ state: inout ConvState, _ table: ProjectionTable, _ user: Id, _ seq: UInt64)
         -> Int
     {
         switch table {
@@ -339,7 +339,7 @@ public enum ProjectionCodec {
         guard v == version else { throw DecodeError("\(table.rawValue): unknown record version \(v)") }
         switch table {
         case .teams:
-            let id = String(decoding: key, as: UTF8.self)
+            let id = Id(String(decoding: key, as: UTF8.self))
             world.teams[id] = try decodeTeam(id: id, &r)
         case .members:
             let (team, user) = try splitKey(key)
@@ -353,7 +353,7 @@ public enum ProjectionCodec {
             guard world.teams.index(forKey: team) != nil else {
                 throw DecodeError("invitation to unknown team \(team)")
             }
-            world.teams[team]!.invites[invitee] = try r.strings()
+            world.teams[team]!.invites[invitee] = try r.ids()
         case .applications:
             let (team, applicant) = try splitKey(key)
             guard world.teams.index(forKey: team) != nil else {
@@ -361,7 +361,7 @@ public enum ProjectionCodec {
             }
             world.teams[team]!.applications[applicant] = try r.string()
         case .messages:
-            world.messages[String(decoding: key, as: UTF8.self)] = try decodeMessage(&r)
+            world.messages[Id(String(decoding: key, as: UTF8.self))] = try decodeMessage(&r)
         case .convs:
             guard let conv = ConvKey(bytes: key) else { throw DecodeError("bad conversation key") }
             world.convs[conv, default: ConvState()].last = try readRef(&r)
@@ -378,7 +378,7 @@ public enum ProjectionCodec {
             guard let zero = key.firstIndex(of: 0), let conv = ConvKey(bytes: key[(zero + 1)...]) else {
                 throw DecodeError("bad userConvs key")
             }
-            let user = String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self)
+            let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self))
             var uc = UserConv()
             uc.readSeq = try r.varint()
             uc.joinSeq = try r.varint()
@@ -387,16 +387,16 @@ public enum ProjectionCodec {
             uc.last = try readRef(&r)
             world.userConvs[user, default: [:]][conv] = uc
         case .receipts:
-            var tally = ReceiptState(receivers: try r.strings())
-            tally.restoreRead(try r.strings())
-            world.receipts[String(decoding: key, as: UTF8.self)] = tally
+            var tally = ReceiptState(receivers: try r.ids())
+            tally.restoreRead(try r.ids())
+            world.receipts[Id(String(decoding: key, as: UTF8.self))] = tally
         case .presence:
             var p = Presence()
-            p.devices = try r.strings()
+            p.devices = try r.ids()
             p.offlineSince = try r.bool() ? try r.zigzag() : nil
-            world.presence[String(decoding: key, as: UTF8.self)] = p
+            world.presence[Id(String(decoding: key, as: UTF8.self))] = p
         case .channels:
-            let id = String(decoding: key, as: UTF8.self)
+            let id = Id(String(decoding: key, as: UTF8.self))
             world.channels[id] = try decodeChannel(id: id, &r)
         case .offline:
             let n = try r.count()
@@ -404,11 +404,11 @@ public enum ProjectionCodec {
             for _ in 0..<n {
                 queue.append(
                     StoredSignal(
-                        seq: try r.varint(), channel: try r.string(), event: try EventCodec.value(&r),
-                        from: try r.string(),
-                        requestId: try r.optionalString(), pushText: try r.optionalString()))
+                        seq: try r.varint(), channel: try r.id(), event: try EventCodec.value(&r),
+                        from: try r.id(),
+                        requestId: try r.optionalId(), pushText: try r.optionalString()))
             }
-            world.offlineQueues[String(decoding: key, as: UTF8.self)] = queue
+            world.offlineQueues[Id(String(decoding: key, as: UTF8.self))] = queue
         }
         try r.expectEnd()
     }
@@ -416,7 +416,7 @@ public enum ProjectionCodec {
     // MARK: Keys
 
     /// `a` 0x00 `b`.
-    public static func pairKey(_ a: String, _ b: String) -> [UInt8] {
+    public static func pairKey(_ a: Id, _ b: Id) -> [UInt8] {
         var key: [UInt8] = []
         key.reserveCapacity(a.utf8.count + 1 + b.utf8.count)
         key.append(contentsOf: a.utf8)
@@ -426,7 +426,7 @@ public enum ProjectionCodec {
     }
 
     /// The prefix of every pair key starting with `a`.
-    public static func prefix(_ a: String) -> [UInt8] {
+    public static func prefix(_ a: Id) -> [UInt8] {
         var key = Array(a.utf8)
         key.append(0)
         return key
@@ -434,7 +434,7 @@ public enum ProjectionCodec {
 
     /// conv 0 [user 0] seq(8, big-endian).
     static func splitSeqKey(_ key: UnsafeRawBufferPointer, hasUser: Bool) throws(DecodeError) -> (
-        ConvKey, String, UInt64
+        ConvKey, Id, UInt64
     ) {
         guard key.count > 9 else { throw DecodeError("index key too short") }
         let seq = UInt64(bigEndian: key.loadUnaligned(fromByteOffset: key.count - 8, as: UInt64.self))
@@ -447,14 +447,14 @@ public enum ProjectionCodec {
         guard let zero = head.firstIndex(of: 0), let conv = ConvKey(bytes: head[..<zero]) else {
             throw DecodeError("bad index key")
         }
-        return (conv, String(decoding: UnsafeRawBufferPointer(rebasing: head[(zero + 1)...]), as: UTF8.self), seq)
+        return (conv, Id(String(decoding: UnsafeRawBufferPointer(rebasing: head[(zero + 1)...]), as: UTF8.self)), seq)
     }
 
-    static func splitKey(_ key: UnsafeRawBufferPointer) throws(DecodeError) -> (String, String) {
+    static func splitKey(_ key: UnsafeRawBufferPointer) throws(DecodeError) -> (Id, Id) {
         guard let zero = key.firstIndex(of: 0) else { throw DecodeError("key without separator") }
         return (
-            String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self),
-            String(decoding: UnsafeRawBufferPointer(rebasing: key[(zero + 1)...]), as: UTF8.self)
+            Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self)),
+            Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[(zero + 1)...]), as: UTF8.self))
         )
     }
 
@@ -482,12 +482,12 @@ public enum ProjectionCodec {
         return w.bytes
     }
 
-    static func decodeTeam(id: String, _ r: inout ByteReader) throws(DecodeError) -> TeamState {
+    static func decodeTeam(id: Id, _ r: inout ByteReader) throws(DecodeError) -> TeamState {
         var count = 0
         return try decodeTeam(id: id, &r, memberCount: &count)
     }
 
-    static func decodeTeam(id: String, _ r: inout ByteReader, memberCount: inout Int) throws(DecodeError) -> TeamState {
+    static func decodeTeam(id: Id, _ r: inout ByteReader, memberCount: inout Int) throws(DecodeError) -> TeamState {
         let kind: TeamKind = try EventCodec.value(&r)
         let name = try r.string()
         let intro = try r.string()
@@ -500,7 +500,7 @@ public enum ProjectionCodec {
         let updateInfoMode: UpdateInfoMode = try EventCodec.value(&r)
         let muted = try r.bool()
         let dismissed = try r.bool()
-        let owner = try r.string()
+        let owner = try r.id()
         let createdSeq = try r.varint()
         let createdTs = try r.zigzag()
         memberCount = Int(try r.varint())  // derived; stored for queries that read only this record
@@ -520,7 +520,7 @@ public enum ProjectionCodec {
     }
 
     /// Decodes a stored team record on its own (queries): the team without roster, and its member count.
-    public static func decodeTeam(id: String, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> (TeamState, Int) {
+    public static func decodeTeam(id: Id, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> (TeamState, Int) {
         var r = ByteReader(bytes)
         _ = try r.u8()
         var count = 0
@@ -543,7 +543,7 @@ public enum ProjectionCodec {
         return w.bytes
     }
 
-    static func decodeMember(user: String, _ r: inout ByteReader) throws(DecodeError) -> Member {
+    static func decodeMember(user: Id, _ r: inout ByteReader) throws(DecodeError) -> Member {
         let role: Role = try EventCodec.value(&r)
         let notify: NotifyState = try EventCodec.value(&r)
         let mutedUntil = try r.bool() ? try r.zigzag() : nil
@@ -555,7 +555,7 @@ public enum ProjectionCodec {
     }
 
     /// Decodes a stored member record on its own (queries).
-    public static func decodeMember(user: String, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Member {
+    public static func decodeMember(user: Id, _ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> Member {
         var r = ByteReader(bytes)
         _ = try r.u8()
         let m = try decodeMember(user: user, &r)

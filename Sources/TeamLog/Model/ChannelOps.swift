@@ -10,14 +10,14 @@ public enum SignalEvent: String, Sendable, Hashable, CaseIterable {
 
 /// The fields of `channel.invite`.
 public struct ChannelInvite: Sendable, Equatable {
-    public var channel: String
-    public var target: String
-    public var requestId: String
+    public var channel: Id
+    public var target: Id
+    public var requestId: Id
     /// Store the invitation for an offline target until it logs in.
     public var offline: Bool = false
     public var pushText: String?
 
-    public init(channel: String, target: String, requestId: String) {
+    public init(channel: Id, target: Id, requestId: Id) {
         self.channel = channel
         self.target = target
         self.requestId = requestId

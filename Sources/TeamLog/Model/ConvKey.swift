@@ -3,20 +3,21 @@
 public struct ConvKey: Hashable, Sendable, Comparable {
     public let kind: Conversation.Kind
     /// Team id, or the two user ids joined by U+0001 (ids never hold control characters).
-    public let id: String
+    public let id: Id
 
-    public init(team: String, kind: TeamKind) {
+    public init(team: Id, kind: TeamKind) {
         self.kind = kind == .team ? .team : .superTeam
         id = team
     }
 
-    public init(p2p a: String, _ b: String) {
+    public init(p2p a: Id, _ b: Id) {
         kind = .p2p
-        id = a < b ? a + "\u{1}" + b : b + "\u{1}" + a
+        // Byte order, so the key does not depend on which side wrote first.
+        id = Id(a < b ? a.string + "\u{1}" + b.string : b.string + "\u{1}" + a.string)
     }
 
     /// The conversation `actor` names as `to`.
-    public init(_ to: Conversation, actor: String) {
+    public init(_ to: Conversation, actor: Id) {
         switch to.kind {
         case .p2p: self.init(p2p: actor, to.id)
         case .team: self.init(team: to.id, kind: .team)
@@ -24,19 +25,20 @@ public struct ConvKey: Hashable, Sendable, Comparable {
         }
     }
 
-    init(kind: Conversation.Kind, rawId: String) {
+    init(kind: Conversation.Kind, rawId: Id) {
         self.kind = kind
         id = rawId
     }
 
     /// The two users of a p2p conversation.
-    public var pair: (String, String)? {
-        guard kind == .p2p, let sep = id.firstIndex(of: "\u{1}") else { return nil }
-        return (String(id[..<sep]), String(id[id.index(after: sep)...]))
+    public var pair: (Id, Id)? {
+        let utf8 = id.string.utf8
+        guard kind == .p2p, let sep = utf8.firstIndex(of: 1) else { return nil }
+        return (Id(String(utf8[..<sep])!), Id(String(utf8[utf8.index(after: sep)...])!))
     }
 
     /// How `user` names this conversation.
-    public func conversation(for user: String) -> Conversation {
+    public func conversation(for user: Id) -> Conversation {
         if let (a, b) = pair { return Conversation(.p2p, a == user ? b : a) }
         return Conversation(kind, id)
     }
@@ -72,7 +74,7 @@ public struct ConvKey: Hashable, Sendable, Comparable {
         case UInt8(ascii: "p"): kind = .p2p
         default: return nil
         }
-        self.init(kind: kind, rawId: String(decoding: bytes.dropFirst(), as: UTF8.self))
+        self.init(kind: kind, rawId: Id(String(decoding: bytes.dropFirst(), as: UTF8.self)))
     }
 
     public static func < (a: ConvKey, b: ConvKey) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }

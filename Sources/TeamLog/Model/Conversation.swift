@@ -6,9 +6,9 @@ public struct Conversation: Hashable, Sendable, Comparable {
     }
 
     public var kind: Kind
-    public var id: String
+    public var id: Id
 
-    public init(_ kind: Kind, _ id: String) {
+    public init(_ kind: Kind, _ id: Id) {
         self.kind = kind
         self.id = id
     }

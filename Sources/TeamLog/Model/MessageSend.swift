@@ -1,21 +1,21 @@
 /// The fields of `message.send` (SPEC §1.2, NCMessage's flags).
 public struct MessageSend: Sendable, Equatable {
     public var to: Conversation
-    public var messageId: String
+    public var messageId: Id
     /// `{"type": "text"|"image"|…, …}` as given (a JSON object).
     public var content: JSONValue
     public var needReceipt: Bool = false
     /// Only these members receive it (`nil`: every member).
-    public var directedUserIds: [String]? = nil
+    public var directedUserIds: [Id]? = nil
     public var disableNotification: Bool = false
     public var disableUpdateLastMessage: Bool = false
     public var isCounted: Bool = true
     public var isPersisted: Bool = true
     public var isStatusMessage: Bool = false
     public var metadata: [(key: String, value: String)] = []
-    public var mentions: [String] = []
+    public var mentions: [Id] = []
 
-    public init(to: Conversation, messageId: String, content: JSONValue) {
+    public init(to: Conversation, messageId: Id, content: JSONValue) {
         self.to = to
         self.messageId = messageId
         self.content = content

@@ -1,17 +1,17 @@
 /// One input operation, validated for shape (not yet against state).
 public struct Op: Sendable, Equatable {
     /// The user performing it.
-    public var actor: String
+    public var actor: Id
     /// Event time in ms, when the input gave one.
     public var ts: Int64?
     /// Idempotency key.
-    public var opId: String?
+    public var opId: Id?
     /// The actor's device that performed the op.
-    public var device: String?
+    public var device: Id?
     /// What to do.
     public var body: OpBody
 
-    public init(actor: String, ts: Int64? = nil, opId: String? = nil, device: String? = nil, body: OpBody) {
+    public init(actor: Id, ts: Int64? = nil, opId: Id? = nil, device: Id? = nil, body: OpBody) {
         self.actor = actor
         self.ts = ts
         self.opId = opId
@@ -25,10 +25,10 @@ public struct Op: Sendable, Equatable {
 
 /// The fields of `team.create`.
 public struct TeamCreate: Sendable, Equatable {
-    public var team: String
+    public var team: Id
     public var kind: TeamKind = .team
     public var name: String = ""
-    public var members: [String] = []
+    public var members: [Id] = []
     public var intro: String = ""
     public var announcement: String = ""
     public var avatar: String = ""
@@ -38,7 +38,7 @@ public struct TeamCreate: Sendable, Equatable {
     public var updateInfoMode: UpdateInfoMode = .manager
     public var muted: Bool = false
 
-    public init(team: String) { self.team = team }
+    public init(team: Id) { self.team = team }
 }
 
 /// The fields `team.update` may change; `nil` means unchanged. Order of the stored properties is the
@@ -83,39 +83,39 @@ public struct TeamFields: Sendable, Equatable {
 /// Every operation of SPEC §1 that teamlog accepts.
 public enum OpBody: Sendable, Equatable {
     case teamCreate(TeamCreate)
-    case teamInvite(team: String, targets: [String])
-    case teamAcceptInvite(team: String, inviter: String)
-    case teamRejectInvite(team: String, inviter: String)
-    case teamApply(team: String, message: String?)
-    case teamApproveApply(team: String, applicant: String)
-    case teamRejectApply(team: String, applicant: String)
-    case teamKick(team: String, targets: [String])
-    case teamLeave(team: String)
-    case teamUpdate(team: String, fields: TeamFields)
-    case teamMuteAll(team: String, muted: Bool)
-    case teamDismiss(team: String)
-    case teamTransferOwner(team: String, target: String, leave: Bool)
-    case teamAddManagers(team: String, targets: [String])
-    case teamRemoveManagers(team: String, targets: [String])
-    case teamMuteMember(team: String, target: String, muted: Bool, until: Int64?)
-    case memberSetNotify(team: String, state: NotifyState)
+    case teamInvite(team: Id, targets: [Id])
+    case teamAcceptInvite(team: Id, inviter: Id)
+    case teamRejectInvite(team: Id, inviter: Id)
+    case teamApply(team: Id, message: String?)
+    case teamApproveApply(team: Id, applicant: Id)
+    case teamRejectApply(team: Id, applicant: Id)
+    case teamKick(team: Id, targets: [Id])
+    case teamLeave(team: Id)
+    case teamUpdate(team: Id, fields: TeamFields)
+    case teamMuteAll(team: Id, muted: Bool)
+    case teamDismiss(team: Id)
+    case teamTransferOwner(team: Id, target: Id, leave: Bool)
+    case teamAddManagers(team: Id, targets: [Id])
+    case teamRemoveManagers(team: Id, targets: [Id])
+    case teamMuteMember(team: Id, target: Id, muted: Bool, until: Int64?)
+    case memberSetNotify(team: Id, state: NotifyState)
     case messageSend(MessageSend)
     case messageRead(to: Conversation, upTo: UInt64?)
-    case messageReceipt(to: Conversation, messageIds: [String])
-    case messageModify(messageId: String, content: JSONValue)
+    case messageReceipt(to: Conversation, messageIds: [Id])
+    case messageModify(messageId: Id, content: JSONValue)
     /// The op's `device` comes online.
     case clientLogin
     /// The op's `device` goes offline.
     case clientLogout
-    case channelCreate(channel: String, kind: ChannelKind, ext: String?)
-    case channelJoin(channel: String)
+    case channelCreate(channel: Id, kind: ChannelKind, ext: String?)
+    case channelJoin(channel: Id)
     case channelInvite(ChannelInvite)
-    case channelCancelInvite(channel: String, target: String, requestId: String)
-    case channelReject(channel: String, inviter: String, requestId: String)
-    case channelAccept(channel: String, inviter: String, requestId: String)
-    case channelLeave(channel: String)
-    case channelClose(channel: String)
-    case channelControl(channel: String, target: String?, data: String)
+    case channelCancelInvite(channel: Id, target: Id, requestId: Id)
+    case channelReject(channel: Id, inviter: Id, requestId: Id)
+    case channelAccept(channel: Id, inviter: Id, requestId: Id)
+    case channelLeave(channel: Id)
+    case channelClose(channel: Id)
+    case channelControl(channel: Id, target: Id?, data: String)
     /// Advances event time only (members sync).
     case clockTick
 
@@ -159,7 +159,7 @@ public enum OpBody: Sendable, Equatable {
     }
 
     /// The team the op acts on, for team ops.
-    public var team: String? {
+    public var team: Id? {
         switch self {
         case .teamCreate(let c): c.team
         case .teamInvite(let t, _), .teamAcceptInvite(let t, _), .teamRejectInvite(let t, _), .teamApply(let t, _),
@@ -178,7 +178,7 @@ public enum OpBody: Sendable, Equatable {
     }
 
     /// The channel a signaling op acts on.
-    public var channel: String? {
+    public var channel: Id? {
         switch self {
         case .channelCreate(let c, _, _), .channelJoin(let c), .channelCancelInvite(let c, _, _),
             .channelReject(let c, _, _), .channelAccept(let c, _, _), .channelLeave(let c), .channelClose(let c),

@@ -3,11 +3,11 @@ public struct Delivery: Sendable, Equatable {
     public var seq: UInt64
     /// The conversation as the sender named it.
     public var to: Conversation
-    public var messageId: String
-    public var receivers: [String]
-    public var alerted: [String]
+    public var messageId: Id
+    public var receivers: [Id]
+    public var alerted: [Id]
     /// Silenced receivers with their reason, in receiver order.
-    public var silenced: [(user: String, reason: SilenceReason)]
+    public var silenced: [(user: Id, reason: SilenceReason)]
 
     public static func == (a: Delivery, b: Delivery) -> Bool {
         a.seq == b.seq && a.to == b.to && a.messageId == b.messageId && a.receivers == b.receivers
@@ -16,5 +16,5 @@ public struct Delivery: Sendable, Equatable {
     }
 
     /// The reason `user` is silenced, if they are.
-    public func reason(_ user: String) -> SilenceReason? { silenced.first { $0.user == user }?.reason }
+    public func reason(_ user: Id) -> SilenceReason? { silenced.first { $0.user == user }?.reason }
 }

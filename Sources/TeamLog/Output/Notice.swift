@@ -6,8 +6,8 @@ public struct Notice: Sendable, Equatable {
     }
 
     public var seq: UInt64
-    public var to: String
+    public var to: Id
     public var type: Kind
-    public var team: String
-    public var from: String
+    public var team: Id
+    public var from: Id
 }

@@ -1,9 +1,9 @@
 /// One line of `teamlog ingest` output (SPEC §4), in log order.
 public enum Record: Sendable, Equatable {
     /// A line that was not stored.
-    case rejected(line: Int, opId: String?, code: RejectionCode, reason: String)
+    case rejected(line: Int, opId: Id?, code: RejectionCode, reason: String)
     /// A line whose `opId` was already accepted, with the original seq.
-    case duplicate(line: Int, opId: String, seq: UInt64)
+    case duplicate(line: Int, opId: Id, seq: UInt64)
     /// An accepted op.
     case event(line: Int, seq: UInt64, ts: Int64, op: String)
     /// What applying an event produced.
@@ -79,7 +79,7 @@ public enum Record: Sendable, Equatable {
         }
     }
 
-    static func writeList(_ list: [String], into w: inout JSONWriter) {
+    static func writeList(_ list: [Id], into w: inout JSONWriter) {
         w.writeRaw("[")
         for (i, s) in list.enumerated() {
             if i > 0 { w.writeRaw(",") }

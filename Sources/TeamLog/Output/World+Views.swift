@@ -2,13 +2,13 @@
 /// and what tests compare with the answers the store computes from its LMDB indexes.
 extension World {
     /// `teamlog team TEAM`.
-    public func teamView(_ id: String) -> JSONValue? {
+    public func teamView(_ id: Id) -> JSONValue? {
         guard let team = teams[id] else { return nil }
         return team.json(memberCount: team.memberCount, members: team.roster, now: lastTs)
     }
 
     /// `teamlog unread USER`: conversations most recent first.
-    public func unreadView(_ user: String) -> JSONValue {
+    public func unreadView(_ user: Id) -> JSONValue {
         let rows = (userConvs[user] ?? [:]).map { key, uc in
             (key: key, unread: unread(user, key), readSeq: uc.readSeq, last: lastMessage(user, key))
         }
@@ -16,7 +16,7 @@ extension World {
     }
 
     /// The unread shape from rows (shared with the store's index-based query).
-    public static func unreadJSON(user: String, rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)])
+    public static func unreadJSON(user: Id, rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)])
         -> JSONValue
     {
         let sorted = rows.sorted { ($0.last?.seq ?? 0, $1.key) > ($1.last?.seq ?? 0, $0.key) }
@@ -43,17 +43,17 @@ extension World {
     }
 
     /// `teamlog receipts MESSAGE_ID`.
-    public func receiptsView(_ messageId: String) -> JSONValue? {
+    public func receiptsView(_ messageId: Id) -> JSONValue? {
         receipts[messageId].map { $0.json(messageId: messageId) }
     }
 
     /// `teamlog message MESSAGE_ID`.
-    public func messageView(_ messageId: String) -> JSONValue? {
+    public func messageView(_ messageId: Id) -> JSONValue? {
         messages[messageId].map { $0.json(id: messageId) }
     }
 
     /// `teamlog channel CHANNEL`.
-    public func channelView(_ id: String) -> JSONValue? { channels[id]?.json }
+    public func channelView(_ id: Id) -> JSONValue? { channels[id]?.json }
 }
 
 extension TeamState {
@@ -84,7 +84,7 @@ extension TeamState {
 
 extension ReceiptState {
     /// `{"messageId","read","unread","readUsers","unreadUsers"}`.
-    public func json(messageId: String) -> JSONValue {
+    public func json(messageId: Id) -> JSONValue {
         let unread = self.unread
         return .object([
             ("messageId", .string(messageId)), ("read", .int(Int64(read.count))), ("unread", .int(Int64(unread.count))),
@@ -95,7 +95,7 @@ extension ReceiptState {
 
 extension StoredMessage {
     /// The shape of `teamlog message`.
-    public func json(id: String) -> JSONValue {
+    public func json(id: Id) -> JSONValue {
         var pairs: [(String, JSONValue)] = [
             ("messageId", .string(id)), ("seq", .int(Int64(seq))), ("ts", .int(ts)),
             ("to", conv.conversation(for: sender).json), ("sender", .string(sender)),

@@ -16,7 +16,7 @@ extension Op {
 }
 
 extension OpBody {
-    private static func ids(_ list: [String]) -> JSONValue { .array(list.map { .string($0) }) }
+    private static func ids(_ list: [Id]) -> JSONValue { .array(list.map { .string($0) }) }
 
     /// The op-specific fields.
     var jsonFields: [(String, JSONValue)] {

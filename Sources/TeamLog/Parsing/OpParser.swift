@@ -14,7 +14,7 @@ public enum OpParser {
 
     /// Parses a whole line (without its newline), also returning its `opId` when one could be read, so a
     /// rejection record can name it.
-    public static func parseLine(_ line: UnsafeRawBufferPointer) -> (result: Result<Op, Rejection>, opId: String?) {
+    public static func parseLine(_ line: UnsafeRawBufferPointer) -> (result: Result<Op, Rejection>, opId: Id?) {
         if line.count > maxLineBytes {
             return (
                 .failure(Rejection(.lineTooLong, "line is \(line.count) bytes, over the \(maxLineBytes)-byte limit")),
@@ -43,8 +43,8 @@ public enum OpParser {
     }
 
     /// The opId of a line, when it can be read, for rejection records of lines that failed later checks.
-    public static func opId(of value: JSONValue) -> String? {
-        if case .string(let s)? = value["opId"], Ids.problem(s) == nil { return s }
+    public static func opId(of value: JSONValue) -> Id? {
+        if case .string(let s)? = value["opId"], Ids.problem(s) == nil { return Id(s) }
         return nil
     }
 
@@ -157,7 +157,7 @@ public enum OpParser {
             var m = MessageSend(
                 to: try f.requiredConversation("to"), messageId: try f.requiredId("messageId"),
                 content: try f.requiredContent("content"))
-            if Ids.isReservedTipId(m.messageId) {
+            if Ids.isReservedTipId(m.messageId.string) {
                 throw Rejection(.badId, "message id \"\(m.messageId)\" has the form reserved for tips (tip-<seq>)")
             }
             m.needReceipt = try f.optionalBool("needReceipt") ?? false
@@ -284,38 +284,38 @@ struct Fields {
         }
     }
 
-    func requiredId(_ key: String) throws(Rejection) -> String {
+    func requiredId(_ key: String) throws(Rejection) -> Id {
         guard let v = try optionalId(key) else { throw missing(key) }
         return v
     }
 
-    func optionalId(_ key: String) throws(Rejection) -> String? {
+    func optionalId(_ key: String) throws(Rejection) -> Id? {
         switch try lookup(key) {
         case nil: return nil
         case .string(let s)?:
             if let problem = Ids.problem(s) { throw Rejection(.badId, "id in \"\(prefix)\(key)\" \(problem)") }
-            return s
+            return Id(s)
         case .invalidString?: throw Rejection(.badId, "id in \"\(prefix)\(key)\" is not valid UTF-8")
         default: throw bad(key, "must be a string id")
         }
     }
 
-    func requiredIdList(_ key: String) throws(Rejection) -> [String] {
+    func requiredIdList(_ key: String) throws(Rejection) -> [Id] {
         guard let v = try optionalIdList(key) else { throw missing(key) }
         if v.isEmpty { throw bad(key, "must name at least one user") }
         return v
     }
 
     /// An array of ids, duplicates dropped (first occurrence kept).
-    func optionalIdList(_ key: String) throws(Rejection) -> [String]? {
+    func optionalIdList(_ key: String) throws(Rejection) -> [Id]? {
         switch try lookup(key) {
         case nil: return nil
         case .array(let items)?:
             if items.count > OpParser.maxListCount {
                 throw bad(key, "has \(items.count) ids, more than \(OpParser.maxListCount)")
             }
-            var seen = Set<String>()
-            var out: [String] = []
+            var seen = Set<Id>()  // byte-wise: `café` precomposed and decomposed are two ids
+            var out: [Id] = []
             out.reserveCapacity(items.count)
             for (i, item) in items.enumerated() {
                 switch item {
@@ -323,7 +323,7 @@ struct Fields {
                     if let problem = Ids.problem(s) {
                         throw Rejection(.badId, "id \(i) in \"\(prefix)\(key)\" \(problem)")
                     }
-                    if seen.insert(s).inserted { out.append(s) }
+                    if seen.insert(Id(s)).inserted { out.append(Id(s)) }
                 case .invalidString:
                     throw Rejection(.badId, "id \(i) in \"\(prefix)\(key)\" is not valid UTF-8")
                 default:

@@ -218,10 +218,10 @@ extension World {
 
     // MARK: Roster changes
 
-    private func name(_ id: String) -> String { TipFactory.teamName(teams[id]!) }
+    private func name(_ id: Id) -> String { TipFactory.teamName(teams[id]!) }
 
     /// Adds users as normal members; a join clears their pending invitations and application.
-    private mutating func join(_ id: String, _ users: [String], seq: UInt64) {
+    private mutating func join(_ id: Id, _ users: [Id], seq: UInt64) {
         if !users.isEmpty { touch(.team(id)) }
         for user in users {
             teams[id]!.addMember(user, role: .normal, joinSeq: seq)
@@ -232,7 +232,7 @@ extension World {
         }
     }
 
-    private mutating func leave(_ id: String, _ users: [String], seq: UInt64) {
+    private mutating func leave(_ id: Id, _ users: [Id], seq: UInt64) {
         for user in users {
             leftConversation(user, team: id, seq: seq)
             teams[id]!.removeMember(user)
@@ -244,10 +244,10 @@ extension World {
     /// Appends a tip, stored in the team conversation and delivered to the members after the op (the
     /// actor included) plus `removed`.
     private mutating func tip(
-        _ id: String, _ seq: UInt64, index: Int = 0, nim: NIMTipView?, zim: ZIMTipView?, text: String,
-        removed: [String] = [], into out: inout [Output]
+        _ id: Id, _ seq: UInt64, index: Int = 0, nim: NIMTipView?, zim: ZIMTipView?, text: String,
+        removed: [Id] = [], into out: inout [Output]
     ) {
-        let messageId = index == 0 ? "tip-\(seq)" : "tip-\(seq).\(index)"
+        let messageId: Id = index == 0 ? "tip-\(seq)" : "tip-\(seq).\(index)"
         let tip = Tip(seq: seq, team: id, messageId: messageId, nim: nim, zim: zim, text: text)
         out.append(.tip(tip))
         deliverTip(tip, actor: currentActor, ts: lastTs, removed: removed, into: &out)

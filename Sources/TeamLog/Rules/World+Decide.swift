@@ -170,27 +170,27 @@ extension World {
     // MARK: Shared checks, in the order every team op applies them
 
     /// The team, when it exists and is not dismissed.
-    func liveTeam(_ id: String) throws(Rejection) -> TeamState {
+    func liveTeam(_ id: Id) throws(Rejection) -> TeamState {
         guard let team = teams[id] else { throw Rejection(.noSuchTeam, "no team \(id)") }
         if team.dismissed { throw Rejection(.dismissed, "team \(id) was dismissed") }
         return team
     }
 
     /// The role of `user`, who must be a member.
-    func memberRole(_ team: TeamState, _ user: String) throws(Rejection) -> Role {
+    func memberRole(_ team: TeamState, _ user: Id) throws(Rejection) -> Role {
         guard let member = team.member(user) else {
             throw Rejection(.notMember, "\(user) is not a member of \(team.id)")
         }
         return member.role
     }
 
-    func requireAdmin(_ team: TeamState, _ user: String, _ what: String) throws(Rejection) {
+    func requireAdmin(_ team: TeamState, _ user: Id, _ what: String) throws(Rejection) {
         if try !memberRole(team, user).isAdmin {
             throw Rejection(.notPermitted, "only the owner and managers may \(what) in \(team.id)")
         }
     }
 
-    func requireOwner(_ team: TeamState, _ user: String, _ what: String) throws(Rejection) {
+    func requireOwner(_ team: TeamState, _ user: Id, _ what: String) throws(Rejection) {
         if try memberRole(team, user) != .owner {
             throw Rejection(.notPermitted, "only the owner may \(what) of \(team.id)")
         }

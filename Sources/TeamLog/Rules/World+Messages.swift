@@ -88,7 +88,7 @@ extension World {
         return team
     }
 
-    private func liveTeamOrDismissed(_ id: String) throws(Rejection) -> TeamState {
+    private func liveTeamOrDismissed(_ id: Id) throws(Rejection) -> TeamState {
         guard let team = teams[id] else { throw Rejection(.noSuchTeam, "no team \(id)") }
         return team
     }
@@ -129,7 +129,7 @@ extension World {
         }
     }
 
-    private mutating func sendTeam(_ m: MessageSend, from sender: String, event: Event, into out: inout [Output]) {
+    private mutating func sendTeam(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
         let seq = event.seq
         let team = teams[m.to.id]!
         let key = ConvKey(team: team.id, kind: team.kind)
@@ -180,7 +180,7 @@ extension World {
 
         storeMessage(m, sender: sender, event: event, key: key)
         if m.needReceipt && m.isStored {
-            var receivers: [String] = []
+            var receivers: [Id] = []
             MemberBits.forEachSlot(fanOut.receivers) { receivers.append(team.slots[$0]!.user) }
             receipts[m.messageId] = ReceiptState(receivers: receivers)
             touch(.receipt(m.messageId))
@@ -188,7 +188,7 @@ extension World {
         if wantsDeliveries { out.append(.delivery(teamDelivery(team, seq: seq, to: m.to, messageId: m.messageId))) }
     }
 
-    private mutating func sendP2P(_ m: MessageSend, from sender: String, event: Event, into out: inout [Output]) {
+    private mutating func sendP2P(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
         let seq = event.seq
         let peer = m.to.id
         let key = ConvKey(p2p: sender, peer)
@@ -230,7 +230,7 @@ extension World {
                     silenced: reason == nil ? [] : receivers.map { ($0, reason!) })))
     }
 
-    private mutating func storeMessage(_ m: MessageSend, sender: String, event: Event, key: ConvKey) {
+    private mutating func storeMessage(_ m: MessageSend, sender: Id, event: Event, key: ConvKey) {
         var record = StoredMessage(
             seq: event.seq, ts: event.ts, conv: key, sender: sender,
             content: m.isStored ? m.content : .null, isTip: false, stored: m.isStored)
@@ -240,14 +240,14 @@ extension World {
         touch(.message(m.messageId))
     }
 
-    private mutating func setIndividualLast(_ user: String, _ key: ConvKey, _ ref: MessageRef) {
+    private mutating func setIndividualLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) {
         guard userConvs[user]?[key] != nil else { return }
         userConvs[user]![key]!.last = ref
         touch(.userConv(user, key))
     }
 
     /// A bitset of the slots of `users` who are members.
-    private func bitset(_ users: [String], in team: TeamState) -> [UInt64] {
+    private func bitset(_ users: [Id], in team: TeamState) -> [UInt64] {
         var words = [UInt64](repeating: 0, count: team.bits.wordCount)
         for user in users {
             if let slot = team.slotOf[user] { MemberBits.set(&words, Int(slot), true) }
@@ -256,10 +256,10 @@ extension World {
     }
 
     /// The delivery record of the fan-out just run, with user ids.
-    private func teamDelivery(_ team: TeamState, seq: UInt64, to: Conversation, messageId: String) -> Delivery {
-        var receivers: [String] = []
-        var alerted: [String] = []
-        var silenced: [(user: String, reason: SilenceReason)] = []
+    private func teamDelivery(_ team: TeamState, seq: UInt64, to: Conversation, messageId: Id) -> Delivery {
+        var receivers: [Id] = []
+        var alerted: [Id] = []
+        var silenced: [(user: Id, reason: SilenceReason)] = []
         MemberBits.forEachSlot(fanOut.receivers) { slot in
             let user = team.slots[slot]!.user
             receivers.append(user)
@@ -272,7 +272,7 @@ extension World {
     // MARK: Tips as messages
 
     /// Stores a tip in the team conversation and delivers it to the members and to `removed`.
-    mutating func deliverTip(_ tip: Tip, actor: String, ts: Int64, removed: [String], into out: inout [Output]) {
+    mutating func deliverTip(_ tip: Tip, actor: Id, ts: Int64, removed: [Id], into out: inout [Output]) {
         let team = teams[tip.team]!
         let key = ConvKey(team: team.id, kind: team.kind)
         let ref = MessageRef(seq: tip.seq, messageId: tip.messageId)
@@ -300,7 +300,7 @@ extension World {
     // MARK: Membership and conversations
 
     /// A user joined a team: their conversation view starts at the join.
-    mutating func joinedConversation(_ user: String, team id: String, seq: UInt64) {
+    mutating func joinedConversation(_ user: Id, team id: Id, seq: UInt64) {
         let key = ConvKey(team: id, kind: teams[id]!.kind)
         // One hash of the user per table, mutated in place (this runs once per member of a team.create).
         modifying(&userConvs[user, default: [:]][key, default: UserConv()]) { uc in
@@ -314,7 +314,7 @@ extension World {
     }
 
     /// A user left a team: unread freezes at the leave, and so does the last message.
-    mutating func leftConversation(_ user: String, team id: String, seq: UInt64) {
+    mutating func leftConversation(_ user: Id, team id: Id, seq: UInt64) {
         let key = ConvKey(team: id, kind: teams[id]!.kind)
         let last = lastMessage(user, key)
         userConvs[user]![key]!.leaveSeq = seq
@@ -328,7 +328,7 @@ extension World {
 
     /// The unread count of `user` in a conversation: counted messages received after the read position
     /// (and after the join), up to a removal.
-    public func unread(_ user: String, _ key: ConvKey) -> Int {
+    public func unread(_ user: Id, _ key: ConvKey) -> Int {
         guard let uc = userConvs[user]?[key], let conv = convs[key] else { return 0 }
         let base = max(uc.readSeq, uc.joinSeq)
         let end = uc.leaveSeq ?? UInt64.max
@@ -338,7 +338,7 @@ extension World {
     }
 
     /// The last message `user` sees in a conversation.
-    public func lastMessage(_ user: String, _ key: ConvKey) -> MessageRef? {
+    public func lastMessage(_ user: Id, _ key: ConvKey) -> MessageRef? {
         let uc = userConvs[user]?[key]
         if uc?.leaveSeq != nil { return uc?.last }
         let shared = convs[key]?.last

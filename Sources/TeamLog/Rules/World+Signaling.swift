@@ -48,13 +48,13 @@ extension World {
         }
     }
 
-    private func openChannel(_ id: String) throws(Rejection) -> ChannelState {
+    private func openChannel(_ id: Id) throws(Rejection) -> ChannelState {
         guard let channel = channels[id] else { throw Rejection(.noSuchChannel, "no channel \(id)") }
         if channel.closed { throw Rejection(.closed, "channel \(id) was closed") }
         return channel
     }
 
-    private func requireChannelMember(_ channel: ChannelState, _ user: String) throws(Rejection) {
+    private func requireChannelMember(_ channel: ChannelState, _ user: Id) throws(Rejection) {
         if !channel.isMember(user) { throw Rejection(.notMember, "\(user) is not in channel \(channel.id)") }
     }
 
@@ -143,8 +143,8 @@ extension World {
     /// Emits a notification to `to`'s online devices; for an offline user it is stored for login when
     /// `store` (the inviter's `offline` switch), and otherwise only reported as not delivered.
     private mutating func signal(
-        _ seq: UInt64, _ channel: String, _ event: SignalEvent, to user: String, from: String, requestId: String? = nil,
-        store: Bool = false, pushText: String? = nil, members: [String]? = nil, into out: inout [Output]
+        _ seq: UInt64, _ channel: Id, _ event: SignalEvent, to user: Id, from: Id, requestId: Id? = nil,
+        store: Bool = false, pushText: String? = nil, members: [Id]? = nil, into out: inout [Output]
     ) {
         let devices = devices(of: user)
         let stored = devices.isEmpty && store
@@ -163,7 +163,7 @@ extension World {
 
     /// Multi-device sync: the actor's other online devices learn of their own accept/reject.
     private func syncOtherDevices(
-        _ seq: UInt64, _ channel: String, _ event: SignalEvent, actor: String, device: String?, requestId: String,
+        _ seq: UInt64, _ channel: Id, _ event: SignalEvent, actor: Id, device: Id?, requestId: Id,
         into out: inout [Output]
     ) {
         let others = devices(of: actor).filter { $0 != device }
@@ -176,7 +176,7 @@ extension World {
     }
 
     @discardableResult
-    private mutating func removeInvite(_ id: String, target: String, inviter: String, requestId: String)
+    private mutating func removeInvite(_ id: Id, target: Id, inviter: Id, requestId: Id)
         -> PendingInvite
     {
         let index = channels[id]!.invites.firstIndex {
@@ -187,7 +187,7 @@ extension World {
     }
 
     /// Joins a user; their pending invitations to this channel are used up (they are in the call now).
-    private mutating func joinChannel(_ id: String, _ user: String, ts: Int64) {
+    private mutating func joinChannel(_ id: Id, _ user: Id, ts: Int64) {
         channels[id]!.members.append((user, ts))
         channels[id]!.invites.removeAll { $0.target == user }
         userChannels[user, default: []].insert(id)
@@ -196,7 +196,7 @@ extension World {
         recomputeSyncDeadline()
     }
 
-    private mutating func leaveChannel(_ id: String, _ user: String) {
+    private mutating func leaveChannel(_ id: Id, _ user: Id) {
         channels[id]!.members.removeAll { $0.user == user }
         userChannels[user]?.remove(id)
         if userChannels[user]?.isEmpty == true { userChannels[user] = nil }
@@ -205,7 +205,7 @@ extension World {
     }
 
     /// Device online/offline: updates presence, the online bits of the user's teams, and members sync.
-    private mutating func setDevice(_ user: String, _ device: String, online: Bool, ts: Int64) {
+    private mutating func setDevice(_ user: Id, _ device: Id, online: Bool, ts: Int64) {
         var p = presence[user] ?? Presence()
         let wasOnline = !p.devices.isEmpty
         if online {
@@ -238,7 +238,7 @@ extension World {
 
     /// When a channel member who is offline gets removed: the configured time after the later of their
     /// join and the moment their last device went offline. Online members never expire.
-    func syncDeadline(_ user: String, joinedTs: Int64) -> Int64? {
+    func syncDeadline(_ user: Id, joinedTs: Int64) -> Int64? {
         guard !isOnline(user) else { return nil }
         let since = max(joinedTs, presence[user]?.offlineSince ?? joinedTs)
         let (deadline, overflow) = since.addingReportingOverflow(config.membersSyncTimeoutMs)
@@ -246,7 +246,7 @@ extension World {
     }
 
     /// Queues the members-sync deadline of one channel member, if they are offline.
-    mutating func scheduleSync(_ user: String, channel: String, joinedTs: Int64) {
+    mutating func scheduleSync(_ user: Id, channel: Id, joinedTs: Int64) {
         guard let deadline = syncDeadline(user, joinedTs: joinedTs) else { return }
         syncQueue.push(SyncQueue.Entry(deadline: deadline, channel: channel, user: user))
     }
@@ -268,7 +268,7 @@ extension World {
     /// Removes every channel member whose deadline is at or before `ts`; the remaining members get
     /// `membersSync` with the new member list. Runs before the event at `ts`, so replay repeats it.
     mutating func runMembersSync(at ts: Int64, seq: UInt64, into out: inout [Output]) {
-        var expired: [String: [String]] = [:]
+        var expired: [Id: [Id]] = [:]
         while let top = syncQueue.top, top.deadline <= ts {
             syncQueue.pop()
             if isCurrent(top), !(expired[top.channel]?.contains(top.user) ?? false) {

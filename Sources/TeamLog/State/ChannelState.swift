@@ -1,18 +1,18 @@
 /// A signaling channel (a call): its members, pending invitations and whether it is closed.
 public struct ChannelState: Sendable, Equatable {
-    public var id: String
+    public var id: Id
     public var kind: ChannelKind
     public var ext: String?
-    public var creator: String
+    public var creator: Id
     public var createdSeq: UInt64
     /// Closed channels reject every later op with `closed`.
     public var closed = false
     /// Members in join order, with the event time they joined (members sync counts from there).
-    public var members: [(user: String, joinedTs: Int64)] = []
+    public var members: [(user: Id, joinedTs: Int64)] = []
     /// Invitations not yet accepted, rejected or cancelled, in invitation order.
     public var invites: [PendingInvite] = []
 
-    public init(id: String, kind: ChannelKind, ext: String?, creator: String, createdSeq: UInt64) {
+    public init(id: Id, kind: ChannelKind, ext: String?, creator: Id, createdSeq: UInt64) {
         self.id = id
         self.kind = kind
         self.ext = ext
@@ -20,11 +20,11 @@ public struct ChannelState: Sendable, Equatable {
         self.createdSeq = createdSeq
     }
 
-    public func isMember(_ user: String) -> Bool { members.contains { $0.user == user } }
+    public func isMember(_ user: Id) -> Bool { members.contains { $0.user == user } }
 
-    public var memberIds: [String] { members.map(\.user) }
+    public var memberIds: [Id] { members.map(\.user) }
 
-    public func invite(target: String, inviter: String, requestId: String) -> PendingInvite? {
+    public func invite(target: Id, inviter: Id, requestId: Id) -> PendingInvite? {
         invites.first { $0.target == target && $0.inviter == inviter && $0.requestId == requestId }
     }
 
@@ -37,9 +37,9 @@ public struct ChannelState: Sendable, Equatable {
 
 /// An invitation waiting for an answer.
 public struct PendingInvite: Sendable, Equatable {
-    public var target: String
-    public var inviter: String
-    public var requestId: String
+    public var target: Id
+    public var inviter: Id
+    public var requestId: Id
     /// The inviter asked to store it for an offline target (and its cancellation likewise).
     public var offline: Bool
     public var pushText: String?
@@ -48,17 +48,17 @@ public struct PendingInvite: Sendable, Equatable {
 /// A notification stored for an offline user, delivered once at their next login.
 public struct StoredSignal: Sendable, Equatable {
     public var seq: UInt64
-    public var channel: String
+    public var channel: Id
     public var event: SignalEvent
-    public var from: String
-    public var requestId: String?
+    public var from: Id
+    public var requestId: Id?
     public var pushText: String?
 }
 
 /// A user's online devices and when they last went offline (members sync reads it).
 public struct Presence: Sendable, Equatable {
     /// Online devices, sorted.
-    public var devices: [String] = []
+    public var devices: [Id] = []
     /// Event time the last device went offline, if the user was ever online and is offline now.
     public var offlineSince: Int64?
 

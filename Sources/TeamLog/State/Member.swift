@@ -1,7 +1,7 @@
 /// One member of a team, as the team projection stores it.
 public struct Member: Sendable, Equatable {
     /// The user id.
-    public var user: String
+    public var user: Id
     /// Owner, manager or normal.
     public var role: Role
     /// The member's alert mode for this team.
@@ -14,7 +14,7 @@ public struct Member: Sendable, Equatable {
     public var slot: Int32
 
     public init(
-        user: String, role: Role, notify: NotifyState = .all, mutedUntil: Int64? = nil, joinSeq: UInt64, slot: Int32
+        user: Id, role: Role, notify: NotifyState = .all, mutedUntil: Int64? = nil, joinSeq: UInt64, slot: Int32
     ) {
         self.user = user
         self.role = role

@@ -1,9 +1,9 @@
 /// A message's seq and id: what `lastMessage` shows.
 public struct MessageRef: Sendable, Equatable {
     public var seq: UInt64
-    public var messageId: String
+    public var messageId: Id
 
-    public init(seq: UInt64, messageId: String) {
+    public init(seq: UInt64, messageId: Id) {
         self.seq = seq
         self.messageId = messageId
     }
@@ -15,9 +15,9 @@ public struct ConvState: Sendable, Equatable {
     /// Seqs of counted messages sent to every member (team broadcasts), ascending.
     public var counted: [UInt64] = []
     /// Per sender: seqs of their own counted broadcasts (a sender never receives their own message).
-    public var own: [String: [UInt64]] = [:]
+    public var own: [Id: [UInt64]] = [:]
     /// Per user: seqs of counted messages they received individually (directed team messages, p2p).
-    public var directed: [String: [UInt64]] = [:]
+    public var directed: [Id: [UInt64]] = [:]
     /// The last stored message every member sees (broadcasts, tips; every p2p message).
     public var last: MessageRef?
 
@@ -43,20 +43,20 @@ public struct StoredMessage: Sendable, Equatable {
     public var seq: UInt64
     public var ts: Int64
     public var conv: ConvKey
-    public var sender: String
+    public var sender: Id
     /// Client messages: the content as sent; tips: `{"type":"tip","text":…}`.
     public var content: JSONValue
     public var isTip: Bool
     /// `false` for `isPersisted: false` and status messages: only the id is kept (for `duplicateMessageId`).
     public var stored: Bool
     public var needReceipt: Bool = false
-    public var directedUserIds: [String]?
+    public var directedUserIds: [Id]?
     public var hasChanged: Bool = false
     /// `modifyInfo`: who modified it and when.
-    public var modifiedBy: String?
+    public var modifiedBy: Id?
     public var modifiedTs: Int64?
 
-    public init(seq: UInt64, ts: Int64, conv: ConvKey, sender: String, content: JSONValue, isTip: Bool, stored: Bool) {
+    public init(seq: UInt64, ts: Int64, conv: ConvKey, sender: Id, content: JSONValue, isTip: Bool, stored: Bool) {
         self.seq = seq
         self.ts = ts
         self.conv = conv
@@ -70,34 +70,34 @@ public struct StoredMessage: Sendable, Equatable {
 /// The receipt tally of a `needReceipt` team message: read + unread = receivers, always.
 public struct ReceiptState: Sendable, Equatable {
     /// Who received it (slot order at send time).
-    public var receivers: [String]
+    public var receivers: [Id]
     /// Who has sent a receipt, in order.
-    public var read: [String] = []
+    public var read: [Id] = []
     /// `read` as a set (derived).
-    var readSet: Set<String> = []
+    var readSet: Set<Id> = []
     /// `receivers` as a set (derived).
-    var receiverSet: Set<String>
+    var receiverSet: Set<Id>
 
-    public init(receivers: [String]) {
+    public init(receivers: [Id]) {
         self.receivers = receivers
         receiverSet = Set(receivers)
     }
 
     /// Receivers who have not sent a receipt, in receiver order.
-    public var unread: [String] { receivers.filter { !readSet.contains($0) } }
+    public var unread: [Id] { receivers.filter { !readSet.contains($0) } }
 
-    mutating func markRead(_ user: String) -> Bool {
+    mutating func markRead(_ user: Id) -> Bool {
         guard readSet.insert(user).inserted else { return false }
         read.append(user)
         return true
     }
 
-    mutating func restoreRead(_ users: [String]) {
+    mutating func restoreRead(_ users: [Id]) {
         read = users
         readSet = Set(users)
     }
 
-    func isReceiver(_ user: String) -> Bool { receiverSet.contains(user) }
+    func isReceiver(_ user: Id) -> Bool { receiverSet.contains(user) }
 
     public static func == (a: ReceiptState, b: ReceiptState) -> Bool { a.receivers == b.receivers && a.read == b.read }
 }

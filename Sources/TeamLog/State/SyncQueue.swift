@@ -6,8 +6,8 @@
 struct SyncQueue: Sendable {
     struct Entry: Sendable {
         var deadline: Int64
-        var channel: String
-        var user: String
+        var channel: Id
+        var user: Id
     }
 
     private var heap: [Entry] = []

@@ -1,6 +1,6 @@
 /// The projection of one team: its information, modes, roster and pending requests.
 public struct TeamState: Sendable, Equatable {
-    public var id: String
+    public var id: Id
     public var kind: TeamKind
     public var name: String
     public var intro: String
@@ -16,7 +16,7 @@ public struct TeamState: Sendable, Equatable {
     /// The team ended; every later op on it is `dismissed`.
     public var dismissed: Bool
     /// The owner (after dismissal: the last owner).
-    public var owner: String
+    public var owner: Id
     /// Seq and time of creation.
     public var createdSeq: UInt64
     public var createdTs: Int64
@@ -24,18 +24,18 @@ public struct TeamState: Sendable, Equatable {
     /// Members by slot; `nil` marks a free slot.
     public private(set) var slots: [Member?] = []
     /// Slot of each member.
-    public private(set) var slotOf: [String: Int32] = [:]
+    public private(set) var slotOf: [Id: Int32] = [:]
     /// The fan-out core's view of the roster: presence, admins, notify states and online, per slot.
     /// `bits.present` also finds the lowest free slot without a scan of `slots`.
     public private(set) var bits = MemberBits()
     /// No free slot below word `freeHint` (a cache; not part of equality).
     private var freeHint: Int = 0
     /// Pending invitations: invitee → inviters, in the order they invited.
-    public var invites: [String: [String]] = [:]
+    public var invites: [Id: [Id]] = [:]
     /// Pending applications: applicant → message ("" when none).
-    public var applications: [String: String] = [:]
+    public var applications: [Id: String] = [:]
 
-    public init(id: String, kind: TeamKind, owner: String, seq: UInt64, ts: Int64) {
+    public init(id: Id, kind: TeamKind, owner: Id, seq: UInt64, ts: Int64) {
         self.id = id
         self.kind = kind
         self.name = ""
@@ -58,13 +58,13 @@ public struct TeamState: Sendable, Equatable {
     public var memberCount: Int { slotOf.count }
 
     /// The member record of `user`, if a member.
-    public func member(_ user: String) -> Member? {
+    public func member(_ user: Id) -> Member? {
         guard let slot = slotOf[user] else { return nil }
         return slots[Int(slot)]
     }
 
     /// Whether `user` is a member.
-    public func isMember(_ user: String) -> Bool { slotOf[user] != nil }
+    public func isMember(_ user: Id) -> Bool { slotOf[user] != nil }
 
     /// Members in roster order: by join seq, then slot (the order one op listed them in, owner first).
     public var roster: [Member] {
@@ -72,11 +72,11 @@ public struct TeamState: Sendable, Equatable {
     }
 
     /// Member ids in roster order.
-    public var memberIds: [String] { roster.map(\.user) }
+    public var memberIds: [Id] { roster.map(\.user) }
 
     /// Adds a member in the lowest free slot.
     @discardableResult
-    public mutating func addMember(_ user: String, role: Role, joinSeq: UInt64, online: Bool = false) -> Member {
+    public mutating func addMember(_ user: Id, role: Role, joinSeq: UInt64, online: Bool = false) -> Member {
         precondition(slotOf[user] == nil, "\(user) is already a member of \(id)")
         let slot = Int32(lowestFreeSlot())
         if Int(slot) == slots.count { slots.append(nil) }
@@ -100,7 +100,7 @@ public struct TeamState: Sendable, Equatable {
 
     /// Removes a member; returns the removed record.
     @discardableResult
-    public mutating func removeMember(_ user: String) -> Member? {
+    public mutating func removeMember(_ user: Id) -> Member? {
         guard let slot = slotOf.removeValue(forKey: user) else { return nil }
         let member = slots[Int(slot)]
         slots[Int(slot)] = nil
@@ -112,14 +112,14 @@ public struct TeamState: Sendable, Equatable {
     }
 
     /// Changes a member record in place.
-    public mutating func updateMember(_ user: String, _ change: (inout Member) -> Void) {
+    public mutating func updateMember(_ user: Id, _ change: (inout Member) -> Void) {
         guard let slot = slotOf[user] else { return }
         change(&slots[Int(slot)]!)
         bits.refresh(Int(slot), slots[Int(slot)], online: MemberBits.test(bits.online, Int(slot)))
     }
 
     /// Marks whether a member has an online device (the bit status messages read).
-    public mutating func setOnline(_ user: String, _ online: Bool) {
+    public mutating func setOnline(_ user: Id, _ online: Bool) {
         guard let slot = slotOf[user] else { return }
         MemberBits.set(&bits.online, Int(slot), online)
     }
@@ -145,5 +145,5 @@ public struct TeamState: Sendable, Equatable {
     }
 
     /// Owner and managers, in roster order.
-    public var admins: [String] { roster.filter { $0.role.isAdmin }.map(\.user) }
+    public var admins: [Id] { roster.filter { $0.role.isAdmin }.map(\.user) }
 }

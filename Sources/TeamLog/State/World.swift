@@ -6,7 +6,7 @@ public struct World: Sendable {
     /// Limits and timings.
     public var config: Config
     /// Teams by id, dismissed ones included.
-    public var teams: [String: TeamState] = [:]
+    public var teams: [Id: TeamState] = [:]
     /// Seq of the last applied event (0 for an empty log).
     public var lastSeq: UInt64 = 0
     /// Time of the last applied event in ms.
@@ -14,25 +14,25 @@ public struct World: Sendable {
     /// Conversations by key.
     public var convs: [ConvKey: ConvState] = [:]
     /// Each user's conversations.
-    public var userConvs: [String: [ConvKey: UserConv]] = [:]
+    public var userConvs: [Id: [ConvKey: UserConv]] = [:]
     /// Messages and tips by id.
-    public var messages: [String: StoredMessage] = [:]
+    public var messages: [Id: StoredMessage] = [:]
     /// Receipt tallies by message id.
-    public var receipts: [String: ReceiptState] = [:]
+    public var receipts: [Id: ReceiptState] = [:]
     /// Online devices per user (sorted) and when they went offline.
-    public var presence: [String: Presence] = [:]
+    public var presence: [Id: Presence] = [:]
     /// Signaling channels by id.
-    public var channels: [String: ChannelState] = [:]
+    public var channels: [Id: ChannelState] = [:]
     /// Stored offline notifications per user, in order.
-    public var offlineQueues: [String: [StoredSignal]] = [:]
+    public var offlineQueues: [Id: [StoredSignal]] = [:]
     /// Open channels each user is a member of (derived; not stored).
-    public internal(set) var userChannels: [String: Set<String>] = [:]
+    public internal(set) var userChannels: [Id: Set<Id>] = [:]
     /// The earliest event time at which members sync removes someone (derived; `nil`: nobody).
     public internal(set) var syncDeadline: Int64?
     /// Pending members-sync deadlines (derived).
     var syncQueue = SyncQueue()
     /// The teams each user is a member of (derived from the rosters; not stored).
-    public internal(set) var userTeams: [String: Set<String>] = [:]
+    public internal(set) var userTeams: [Id: Set<Id>] = [:]
     /// Records changed since the store last drained this set.
     public var dirty: Set<ProjectionKey> = []
     /// Records changed since the store last drained them that need no set to deduplicate them: new
@@ -52,7 +52,7 @@ public struct World: Sendable {
     /// Scratch buffers of the fan-out core.
     var fanOut = FanOut()
     /// The actor of the event being applied (for tips).
-    var currentActor = ""
+    var currentActor: Id = ""
 
     public init(config: Config = Config()) {
         self.config = config
@@ -108,10 +108,10 @@ extension World {
 
 extension World {
     /// Whether `user` has an online device.
-    public func isOnline(_ user: String) -> Bool { !(presence[user]?.devices.isEmpty ?? true) }
+    public func isOnline(_ user: Id) -> Bool { !(presence[user]?.devices.isEmpty ?? true) }
 
     /// A user's online devices.
-    public func devices(of user: String) -> [String] { presence[user]?.devices ?? [] }
+    public func devices(of user: Id) -> [Id] { presence[user]?.devices ?? [] }
 }
 
 /// How much fan-out work applying events did: messages and tips fanned out, per-member decisions

@@ -3,9 +3,9 @@ public struct Tip: Sendable, Equatable {
     /// Seq of the event that generated it.
     public var seq: UInt64
     /// The team conversation it is appended to.
-    public var team: String
+    public var team: Id
     /// Its message id: `tip-<seq>`, and `tip-<seq>.1` for the second tip of one event (transfer + leave).
-    public var messageId: String
+    public var messageId: Id
     /// NIM's `NIMTeamNotificationContent`; `nil` for ops NIM has no operation type for (create).
     public var nim: NIMTipView?
     /// ZIM's `ZIMTipsMessage`; `nil` when ZIM has no event for the change (an update of other fields).
@@ -19,9 +19,9 @@ public struct NIMTipView: Sendable, Equatable {
     /// `NIMTeamOperationType` name: `invite`, `kick`, `update`, …
     public var operationType: String
     /// Who performed it.
-    public var sourceID: String
+    public var sourceID: Id
     /// Whom it targeted.
-    public var targetIDs: [String]
+    public var targetIDs: [Id]
     /// For `update`: changed tag → new value (muteAll uses the tag `muteMode` with "1"/"0").
     public var attachment: [(tag: String, value: String)]?
 
@@ -38,8 +38,8 @@ public struct ZIMTipView: Sendable, Equatable {
     public var event: String
     public var eventValue: Int
     /// The operated user and targets.
-    public var operatedUserID: String
-    public var targetUserIDs: [String]
+    public var operatedUserID: Id
+    public var targetUserIDs: [Id]
     /// Change info for `GROUP_INFO_CHANGED` (7) and `GROUP_MEMBER_INFO_CHANGED` (8).
     public var changeInfo: ZIMChangeInfo?
 }

@@ -1,17 +1,17 @@
 /// Builds the tips of SPEC §3: the table of NIM operation types, ZIM events and change-info types, and
 /// the texts the NIM sample renders.
 enum TipFactory {
-    static func teamName(_ team: TeamState) -> String { team.name.isEmpty ? team.id : team.name }
+    static func teamName(_ team: TeamState) -> String { team.name.isEmpty ? team.id.string : team.name }
 
-    static func list(_ users: [String]) -> String { users.joined(separator: ", ") }
+    static func list(_ users: [Id]) -> String { users.map(\.string).joined(separator: ", ") }
 
-    static func zim(_ event: String, _ value: Int, _ actor: String, _ targets: [String], _ info: ZIMChangeInfo? = nil)
+    static func zim(_ event: String, _ value: Int, _ actor: Id, _ targets: [Id], _ info: ZIMChangeInfo? = nil)
         -> ZIMTipView
     {
         ZIMTipView(event: event, eventValue: value, operatedUserID: actor, targetUserIDs: targets, changeInfo: info)
     }
 
-    static func nim(_ type: String, _ actor: String, _ targets: [String], _ attachment: [(String, String)]? = nil)
+    static func nim(_ type: String, _ actor: Id, _ targets: [Id], _ attachment: [(String, String)]? = nil)
         -> NIMTipView
     {
         NIMTipView(
@@ -19,7 +19,7 @@ enum TipFactory {
     }
 
     /// The ZIM view of an update: event 7 only when name, notice or avatar changed.
-    static func zimUpdate(_ fields: TeamFields, actor: String) -> ZIMTipView? {
+    static func zimUpdate(_ fields: TeamFields, actor: Id) -> ZIMTipView? {
         var flag = 0
         if fields.name != nil { flag |= 1 }
         if fields.announcement != nil { flag |= 2 }
@@ -42,7 +42,7 @@ enum TipFactory {
     }
 
     /// The NIM sample's text for an update: the specific phrase for one tag, "information" otherwise.
-    static func updateText(_ fields: TeamFields, actor: String, team: String) -> String {
+    static func updateText(_ fields: TeamFields, actor: Id, team: String) -> String {
         let tags = fields.changedTags
         guard tags.count == 1 else { return "\(actor) updated \(team) information" }
         switch tags[0].tag {
