@@ -90,6 +90,13 @@ public final class Processor {
         case .rejected(let rejection):
             reject(line, op.opId, rejection)
             if op.opId != nil { try countTowardBatch() }
+        case .rejectedAfterSync(let rejection, _, let outputs):
+            // The system event gets no `event` record (one per accepted op); its signals go out in log order.
+            if options.emit == .all {
+                for output in outputs { emit(.output(output)) }
+            }
+            reject(line, op.opId, rejection)
+            try countTowardBatch()
         case .rejectedBefore(let rejection):
             reject(
                 line, op.opId,
