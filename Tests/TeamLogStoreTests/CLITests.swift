@@ -46,6 +46,7 @@ import Testing
         #expect(before["read"]?.intValue == 0)
         let message = try json(["message", "m1", "--store", store])
         #expect(message["hasChanged"]?.boolValue == true)
+        #expect(try json(["message", "m1", "--json", "--store", store]) == message, "--json, like every query")
 
         #expect(try run(["team", "nope", "--store", store]).0 == .exited(1))
         #expect(try run(["receipts", "nope", "--store", store]).0 == .exited(1))
