@@ -344,22 +344,28 @@ struct WorldSnapshot: Equatable {
         RuleCase("logout without device", [Msg.login("a")], op("client.logout", "a"), .missingField),
     ]
 
-    /// Runs a case; a rejection must leave every projection exactly as it was (all-or-nothing).
-    func check(_ c: RuleCase) {
+    /// Runs a case: an accepted op must have the effects SPEC gives it; a rejected one must leave a real
+    /// store as it was (no pending event, no changed record: all-or-nothing).
+    func check(_ c: RuleCase) throws {
         var m = Machine(config: c.config)
         m.setup(c.setup)
-        let before = WorldSnapshot(m.world)
+        let before = m.world
         let result = m.run(c.op)
         #expect(result?.code == c.expect, "\(c.name): \(result.map { "\($0)" } ?? "accepted")")
-        if result != nil { #expect(WorldSnapshot(m.world) == before, "\(c.name): a rejected op changed the state") }
+        if result == nil {
+            expectEffects(of: c.op, before: before, after: m.world, outputs: m.outputs, c.name)
+        } else {
+            let residue = try RejectionResidue.probe(setup: c.setup, line: c.op, config: c.config, now: m.now)
+            #expect(residue.rejection?.code == c.expect && residue.isClean, "\(c.name): \(residue)")
+        }
     }
 
-    @Test(arguments: send) func messageSend(_ c: RuleCase) { check(c) }
-    @Test(arguments: p2p) func messageSendP2P(_ c: RuleCase) { check(c) }
-    @Test(arguments: read) func messageRead(_ c: RuleCase) { check(c) }
-    @Test(arguments: receipt) func messageReceipt(_ c: RuleCase) { check(c) }
-    @Test(arguments: modify) func messageModify(_ c: RuleCase) { check(c) }
-    @Test(arguments: clients) func clientLoginLogout(_ c: RuleCase) { check(c) }
+    @Test(arguments: send) func messageSend(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: p2p) func messageSendP2P(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: read) func messageRead(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: receipt) func messageReceipt(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: modify) func messageModify(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: clients) func clientLoginLogout(_ c: RuleCase) throws { try check(c) }
 
     /// Ids of the reserved form `tip-<digits>[.<digits>]` are `badId`; anything else is a client's to use.
     @Test(

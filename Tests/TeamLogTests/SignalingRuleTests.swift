@@ -287,24 +287,30 @@ extension ExpectedSignal: Sendable {}
         RuleCase("clock tick", [], Sig.tick(5_000), nil),
     ]
 
-    /// Runs a case; a rejection must leave the signaling state exactly as it was.
-    func check(_ c: RuleCase) {
+    /// Runs a case: an accepted op must have the effects SPEC gives it; a rejected one must leave a real
+    /// store as it was (no pending event, no changed record: all-or-nothing).
+    func check(_ c: RuleCase) throws {
         var m = Machine(config: c.config)
         m.setup(c.setup)
-        let before = SignalingSnapshot(m.world)
+        let before = m.world
         let result = m.run(c.op)
         #expect(result?.code == c.expect, "\(c.name): \(result.map { "\($0)" } ?? "accepted")")
-        if result != nil { #expect(SignalingSnapshot(m.world) == before, "\(c.name): a rejected op changed the state") }
+        if result == nil {
+            expectEffects(of: c.op, before: before, after: m.world, outputs: m.outputs, c.name)
+        } else {
+            let residue = try RejectionResidue.probe(setup: c.setup, line: c.op, config: c.config, now: m.now)
+            #expect(residue.rejection?.code == c.expect && residue.isClean, "\(c.name): \(residue)")
+        }
     }
 
-    @Test(arguments: create) func channelCreate(_ c: RuleCase) { check(c) }
-    @Test(arguments: join) func channelJoin(_ c: RuleCase) { check(c) }
-    @Test(arguments: invite) func channelInvite(_ c: RuleCase) { check(c) }
-    @Test(arguments: cancelInvite) func channelCancelInvite(_ c: RuleCase) { check(c) }
-    @Test(arguments: reject) func channelReject(_ c: RuleCase) { check(c) }
-    @Test(arguments: accept) func channelAccept(_ c: RuleCase) { check(c) }
-    @Test(arguments: leaveCloseControl) func channelLeaveCloseControl(_ c: RuleCase) { check(c) }
-    @Test(arguments: clients) func clientsAndClock(_ c: RuleCase) { check(c) }
+    @Test(arguments: create) func channelCreate(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: join) func channelJoin(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: invite) func channelInvite(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: cancelInvite) func channelCancelInvite(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: reject) func channelReject(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: accept) func channelAccept(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: leaveCloseControl) func channelLeaveCloseControl(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: clients) func clientsAndClock(_ c: RuleCase) throws { try check(c) }
 
     /// After `channel.close` every op on the channel is `closed`, whoever sends it.
     @Test(arguments: [
