@@ -39,6 +39,8 @@ public struct LineReader {
     private var scanned = 0
     /// Bytes of an over-long current line already dropped.
     private var skipped = 0
+    /// Whether the last byte dropped was a CR (which a newline right after makes a line end, not content).
+    private var skippedCR = false
     private var eof = false
     /// Number of the last line returned (1-based).
     public private(set) var lineNumber = 0
@@ -100,7 +102,8 @@ public struct LineReader {
             return finishLine(at: nl, consumed: nl + 1)
         }
         scanned = end - start
-        if scanned > limit {
+        if scanned > limit + 1 {  // one byte more: a line of exactly `limit` bytes may end in CRLF
+            skippedCR = buffer[end - 1] == 0x0D
             skipped += scanned
             start = end
             scanned = 0
@@ -110,16 +113,17 @@ public struct LineReader {
 
     private mutating func finishLine(at lineEnd: Int, consumed: Int) -> Line {
         lineNumber += 1
-        let length = skipped + lineEnd - start
+        // The CR of a CRLF line end is not content: neither in the bytes nor in the length checked.
+        let cr = lineEnd > start ? buffer[lineEnd - 1] == 0x0D : skipped > 0 && skippedCR
+        let length = skipped + lineEnd - start - (cr ? 1 : 0)
         defer {
             start = consumed
             scanned = 0
             skipped = 0
+            skippedCR = false
         }
-        if skipped > 0 || length > limit { return .tooLong(number: lineNumber, length: length) }
-        var to = lineEnd
-        if to > start && buffer[to - 1] == 0x0D { to -= 1 }
-        return .text(number: lineNumber, bytes: Array(buffer[start..<to]))
+        if length > limit { return .tooLong(number: lineNumber, length: length) }
+        return .text(number: lineNumber, bytes: Array(buffer[start..<(lineEnd - (cr ? 1 : 0))]))
     }
 
     /// Reads more input: the byte count, 0 at the end of input (sets `eof` unless following a regular

@@ -78,7 +78,13 @@ public final class Processor {
         summary.lines += 1
         switch result {
         case .failure(let rejection):
-            reject(parsed.number, parsed.opId, rejection)
+            // A re-sent opId is answered as the first time whatever the line holds now, once the line is
+            // JSON with a readable opId; a line failing its shape is otherwise not remembered.
+            if let opId = parsed.opId, let outcome = try store.outcome(opId: opId) {
+                answer(outcome, line: parsed.number, opId: opId)
+            } else {
+                reject(parsed.number, parsed.opId, rejection)
+            }
         case .success(let op):
             try submit(op, line: parsed.number)
         }
@@ -90,13 +96,17 @@ public final class Processor {
         case .rejected(let rejection):
             reject(line, op.opId, rejection)
             if op.opId != nil { try countTowardBatch() }
+        case .rejectedAfterSync(let rejection, _, let outputs):
+            // The system event gets no `event` record (one per accepted op); its signals go out in log order.
+            if options.emit == .all {
+                for output in outputs { emit(.output(output)) }
+            }
+            reject(line, op.opId, rejection)
+            try countTowardBatch()
         case .rejectedBefore(let rejection):
-            reject(
-                line, op.opId,
-                Rejection(rejection.code, rejection.reason + " (opId \(op.opId ?? "") was rejected before)"))
+            answer(.rejected(rejection), line: line, opId: op.opId ?? "")
         case .duplicate(let seq):
-            summary.duplicates += 1
-            emit(.duplicate(line: line, opId: op.opId ?? "", seq: seq))
+            answer(.accepted(seq: seq), line: line, opId: op.opId ?? "")
         case .accepted(let event, let outputs):
             summary.accepted += 1
             emit(.event(line: line, seq: event.seq, ts: event.ts, op: op.name))
@@ -104,6 +114,17 @@ public final class Processor {
                 for output in outputs { emit(.output(output)) }
             }
             try countTowardBatch()
+        }
+    }
+
+    /// The answer to an opId decided before: `duplicate`, or its first rejection.
+    private func answer(_ outcome: OpIdOutcome, line: Int, opId: Id) {
+        switch outcome {
+        case .accepted(let seq):
+            summary.duplicates += 1
+            emit(.duplicate(line: line, opId: opId, seq: seq))
+        case .rejected(let rejection):
+            reject(line, opId, Rejection(rejection.code, rejection.reason + " (opId \(opId) was rejected before)"))
         }
     }
 

@@ -39,6 +39,9 @@ public final class Store {
         case duplicate(seq: UInt64)
         /// The op's `opId` was rejected before: the same rejection, not decided again.
         case rejectedBefore(Rejection)
+        /// Rejected, but its time reached a members-sync deadline: the system `membersSync` event (its
+        /// own seq, applied like an accepted one, with its outputs) was appended first (SPEC §1.3).
+        case rejectedAfterSync(Rejection, sync: Event, outputs: [Output])
     }
 
     /// The LMDB environment (one directory).
@@ -155,7 +158,12 @@ public final class Store {
         switch world.decide(op, now: now) {
         case .failure(let rejection):
             if let opId = op.opId { pendingOpIds[opId] = .rejected(rejection) }
-            return .rejected(rejection)
+            // The decision saw the removals due at the op's time; store them even though the op fails.
+            guard let sync = world.dueMembersSync(at: op.ts ?? now) else { return .rejected(rejection) }
+            var outputs: [Output] = []
+            world.apply(sync, into: &outputs)
+            append(sync)
+            return .rejectedAfterSync(rejection, sync: sync, outputs: outputs)
         case .success(let event):
             var outputs: [Output] = []
             world.apply(event, into: &outputs)

@@ -64,6 +64,10 @@ struct Message: ParsableCommand {
     @Argument(help: "The message id.")
     var messageId: String
 
+    /// Accepted like every other query's (the output is JSON either way), so scripts can always pass it.
+    @Flag(help: "Print JSON (the default for this command).")
+    var json = false
+
     func run() throws {
         guard let view = try openForQuery(storeOptions.path).messageView(Id(messageId)) else {
             printErr("teamlog: no message \(messageId)")

@@ -18,6 +18,15 @@ import Testing
         try ChildProcess.run(Self.exe, args, stdin: stdin, timeout: 60)
     }
 
+    /// Every output line parsed as a record with a `kind`: a line that is not one fails the test.
+    static func records(_ lines: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> [JSONValue] {
+        try lines.map { line in
+            let record = try JSONParser.parse(line)
+            #expect(record["kind"]?.stringValue != nil, "not a record: \(line)", sourceLocation: sourceLocation)
+            return record
+        }
+    }
+
     func json(_ args: [String]) throws -> JSONValue {
         let (status, lines) = try run(args)
         #expect(status == .exited(0), "\(args)")
@@ -29,9 +38,18 @@ import Testing
         let store = dir.child("store")
         let (status, records) = try run(["ingest", Self.examples + "/messages.jsonl", "--store", store])
         #expect(status == .exited(0))
-        let kinds = records.compactMap { try? JSONParser.parse($0)["kind"]?.stringValue }
-        #expect(kinds.filter { $0 == "rejected" }.count == 2)
-        #expect(kinds.contains("delivery"))
+        let parsed = try Self.records(records)
+        #expect(parsed.filter { $0["kind"]?.stringValue == "event" }.count == 13)
+        #expect(
+            parsed.filter { $0["kind"]?.stringValue == "rejected" }.map {
+                "\($0["line"]?.intValue ?? 0):\($0["code"]?.stringValue ?? "?")"
+            } == ["14:duplicateMessageId", "15:notPermitted"])
+        #expect(
+            parsed.filter { $0["kind"]?.stringValue == "delivery" }.map { $0["messageId"]?.stringValue ?? "?" }
+                == ["tip-1", "tip-2", "m1", "m2", "m3", "p1", "s1"], "a delivery per message and tip")
+        #expect(parsed.filter { $0["kind"]?.stringValue == "tip" }.count == 2)
+        #expect(parsed.filter { $0["kind"]?.stringValue == "login" }.count == 1)
+        #expect(parsed.count == 25, "no other record")
 
         let team = try json(["team", "ops", "--json", "--store", store])
         #expect(team["owner"]?.stringValue == "alice")
@@ -46,6 +64,7 @@ import Testing
         #expect(before["read"]?.intValue == 0)
         let message = try json(["message", "m1", "--store", store])
         #expect(message["hasChanged"]?.boolValue == true)
+        #expect(try json(["message", "m1", "--json", "--store", store]) == message, "--json, like every query")
 
         #expect(try run(["team", "nope", "--store", store]).0 == .exited(1))
         #expect(try run(["receipts", "nope", "--store", store]).0 == .exited(1))
@@ -58,7 +77,11 @@ import Testing
         let store = dir.child("store")
         let (status, records) = try run(["ingest", Self.examples + "/call.jsonl", "--store", store])
         #expect(status == .exited(0))
-        #expect(records.contains { $0.contains(#""event":"membersSync""#) })
+        let signals = try Self.records(records).filter { $0["kind"]?.stringValue == "signal" }
+        #expect(
+            signals.map {
+                "\($0["seq"]?.intValue ?? 0) \($0["event"]?.stringValue ?? "?")>\($0["to"]?.stringValue ?? "?")"
+            } == ["4 invite>bob", "7 accept>alice", "7 join>alice", "7 accept>bob", "11 membersSync>alice"])
         let channel = try json(["channel", "call1", "--json", "--store", store])
         #expect(
             channel.jsonString
@@ -86,7 +109,7 @@ import Testing
             let store = dir.child(mode)
             let (status, lines) = try run(["ingest", timed, "--store", store, "--emit", mode])
             #expect(status == .exited(0))
-            printed[mode] = lines.compactMap { try? JSONParser.parse($0)["kind"]?.stringValue }
+            printed[mode] = try Self.records(lines).compactMap { $0["kind"]?.stringValue }
             let (auditStatus, audit) = try run(["audit", "--store", store])
             #expect(auditStatus == .exited(0))
             digests.append(audit.filter { $0.hasSuffix("OK") && !$0.hasPrefix("audit") && !$0.hasPrefix("chain") })
@@ -126,6 +149,45 @@ import Testing
         #expect(!teamOnly.isEmpty && teamOnly.allSatisfy { !$0.contains("channel.") && !$0.contains("client.") })
         let window = try run(["log", "--store", a, "--from", "5", "--to", "6"]).1
         #expect(window.count == 2)
+    }
+
+    /// Issue 10 §5 end to end: a rejected op reaching a members-sync deadline stores the removal as a system
+    /// event; `teamlog log` exports it as the `clock.tick` that repeats it, so the rebuilt store has the
+    /// same seqs and audits equal.
+    @Test func systemMembersSyncIsExportedAndRebuilt() throws {
+        let dir = TemporaryDirectory()
+        let a = dir.child("a")
+        let b = dir.child("b")
+        let input = [
+            #"{"op":"client.login","actor":"alice","device":"a1","ts":1000}"#,
+            #"{"op":"client.login","actor":"bob","device":"b1","ts":1000}"#,
+            #"{"op":"channel.create","actor":"alice","channel":"c1","kind":"audio","ts":1001}"#,
+            #"{"op":"channel.join","actor":"alice","channel":"c1","ts":1002}"#,
+            #"{"op":"channel.join","actor":"bob","channel":"c1","ts":1003}"#,
+            #"{"op":"client.logout","actor":"bob","device":"b1","ts":2000}"#,
+            #"{"op":"channel.control","actor":"bob","channel":"c1","data":"x","ts":122000}"#,
+        ].joined(separator: "\n")
+        let file = dir.child("in.jsonl")
+        try CrashSafetyTests.writeFile(file, Array((input + "\n").utf8))
+        let (status, lines) = try run(["ingest", file, "--store", a])
+        #expect(status == .exited(0))
+        #expect(
+            Array(lines.suffix(2)) == [
+                #"{"kind":"signal","seq":7,"channel":"c1","event":"membersSync","to":"alice","devices":["a1"],"stored":false,"sync":false,"members":["alice"]}"#,
+                #"{"kind":"rejected","line":7,"opId":null,"code":"notMember","reason":"bob is not in channel c1"}"#,
+            ])
+        #expect(try json(["channel", "c1", "--json", "--store", a])["members"] == .array([.string("alice")]))
+        #expect(try run(["audit", "--store", a]).0 == .exited(0))
+        let exported = try run(["log", "--store", a]).1
+        #expect(exported.count == 7)
+        #expect(exported.last == #"{"op":"clock.tick","actor":"system","ts":122000}"#)
+        let log = dir.child("log.jsonl")
+        try CrashSafetyTests.writeFile(log, Array((exported.joined(separator: "\n") + "\n").utf8))
+        let (rebuilt, again) = try run(["ingest", log, "--store", b])
+        #expect(rebuilt == .exited(0))
+        #expect(again.last == lines[lines.count - 2], "the same removal at the same seq")
+        #expect(try run(["audit", "--store", b]).0 == .exited(0))
+        #expect(try json(["channel", "c1", "--json", "--store", b]) == json(["channel", "c1", "--json", "--store", a]))
     }
 }
 

@@ -82,6 +82,12 @@ import Testing
                 expected: "lineTooLong", comment: "a line of 1 MiB + 1 byte"))
         cases.append(
             Case(
+                line: padded(
+                    #"{"op":"team.update","actor":"giant","team":"big","fields":{"announcement":""#, UInt8(ascii: "v"),
+                    #""},"ts":1767400003500,"opId":"g-4b"}"#, total: mebibyte) + [0x0D],
+                expected: "event", comment: "a valid line of exactly 1 MiB ended by CRLF (the CR is no content)"))
+        cases.append(
+            Case(
                 line: text(
                     #"{"op":"team.invite","actor":"giant","team":"big","ts":1767400004000,"opId":"g-5","targets":["#
                         + ids(100_000) { "x\($0)" } + "]}"),
@@ -206,12 +212,13 @@ import Testing
             storePath: storePath)
     }
 
-    /// Event times are integers up to Int64.max; one near it must not crash the run (members sync adds the
-    /// timeout to a join time).
-    @Test func eventTimeAtInt64MaxDoesNotCrashTheRun() throws {
+    /// Event times are integers from 0 to the end of year 9999; one at that end must not crash the run
+    /// (members sync adds the timeout to a join time), and one past it (Int64.max included) is `badField`
+    /// rather than pinning event time there forever.
+    @Test func eventTimeAtTheEndOfYear9999DoesNotCrashTheRun() throws {
         let lines = [
             #"{"op":"team.create","actor":"o","team":"late","ts":1767225600000,"opId":"t-1"}"#,
-            #"{"op":"channel.create","actor":"o","channel":"ch","ts":9223372036854775807,"opId":"t-2"}"#,
+            #"{"op":"channel.create","actor":"o","channel":"ch","ts":253402300799999,"opId":"t-2"}"#,
             #"{"op":"channel.join","actor":"o","channel":"ch","opId":"t-3"}"#,
             #"{"op":"client.login","actor":"p","device":"d1","opId":"t-4"}"#,
             #"{"op":"channel.join","actor":"p","channel":"ch","device":"d1","opId":"t-5"}"#,
@@ -219,9 +226,18 @@ import Testing
             #"{"op":"clock.tick","actor":"o","opId":"t-7"}"#,
             #"{"op":"team.update","actor":"o","team":"late","fields":{"intro":"after"},"opId":"t-8"}"#,
         ]
-        let cases = lines.enumerated().map {
-            Case(line: Array($0.element.utf8), expected: "event", comment: "line \($0.offset + 1)")
-        }
+        let past = [
+            #"{"op":"clock.tick","actor":"o","ts":9223372036854775807,"opId":"t-9"}"#,
+            #"{"op":"clock.tick","actor":"o","ts":253402300800000,"opId":"t-10"}"#,
+            #"{"op":"clock.tick","actor":"o","ts":-1,"opId":"t-11"}"#,
+        ]
+        let cases =
+            lines.enumerated().map {
+                Case(line: Array($0.element.utf8), expected: "event", comment: "line \($0.offset + 1)")
+            }
+            + past.enumerated().map {
+                Case(line: Array($0.element.utf8), expected: "badField", comment: "line \($0.offset + 9)")
+            }
         let directory = TemporaryDirectory("hostile-time")
         let file = directory.child("late.jsonl")
         try CrashSafetyTests.writeFile(file, Self.input(cases) + [0x0A])
@@ -317,6 +333,13 @@ import Testing
             let intro = try store.teamView("big")?["intro"]?.stringValue
             let written = cases[exact].line.count { $0 == UInt8(ascii: "y") }
             #expect(intro?.utf8.count == written, "the 1 MiB line's intro is stored whole")
+        }
+        if let crlf = cases.firstIndex(where: { $0.comment.hasPrefix("a valid line of exactly 1 MiB ended by CRLF") }),
+            byLine[crlf + 1]?.first?["kind"]?.stringValue == "event"
+        {
+            let announcement = try store.teamView("big")?["announcement"]?.stringValue
+            let written = cases[crlf].line.count { $0 == UInt8(ascii: "v") }
+            #expect(announcement?.utf8.count == written, "the CRLF line's announcement is stored whole, without CR")
         }
         if cases.contains(where: { $0.comment == "team id of exactly 128 bytes" }) {
             #expect(try store.teamView(Id(String(repeating: "i", count: 128))) != nil)

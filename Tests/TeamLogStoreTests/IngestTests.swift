@@ -55,6 +55,40 @@ import Testing
         #expect(h.store.world.teams["t4"] == nil)
     }
 
+    /// A re-sent opId answers as the first time whatever the line holds now, as long as the line is JSON
+    /// with a readable opId: content rules are decide's, after the opId check, and a line failing its
+    /// shape is answered from the opId too (issue 10 §6). Only unknown opIds get the line's own code.
+    @Test func aKnownOpIdIsAnsweredWhateverTheLineHolds() throws {
+        let h = try StoreHarness()
+        let team = Msg.team()
+        try h.feed([
+            op("team.create", "own", ["team": "t1", "members": ["a"], "opId": "c"]),
+            op("message.send", "a", ["to": team, "messageId": "m1", "content": Msg.content(), "opId": "op0"]),
+            op("team.leave", "own", ["team": "t1", "opId": "r1"]),  // ownerCannotLeave
+        ])
+        let resent = try h.feed([
+            op("message.send", "a", ["to": team, "messageId": "m9", "content": Msg.content("tip"), "opId": "op0"]),
+            op("message.send", "a", ["to": team, "messageId": "m9", "content": Msg.content("sticker"), "opId": "op0"]),
+            op("message.send", "a", ["to": team, "messageId": "m9", "opId": "op0"]),  // content missing
+            op("message.send", "a", ["to": team, "messageId": "m9", "content": Msg.content(), "ts": -5, "opId": "op0"]),
+            op("team.fly", "a", ["opId": "op0"]),
+            op("team.leave", "own", ["opId": "r1"]),  // team missing
+            #"{"op":"message.send","opId":"op0""#,  // not JSON: the opId cannot be read
+            op("team.leave", "own", ["opId": "nope"]),  // an unknown opId: the line's own code
+            op("team.leave", "own", ["opId": "nope"]),  // and it was not remembered
+            op("team.leave", "own", ["team": "t1", "opId": ""]),  // an unreadable opId
+        ])
+        #expect(
+            resent.map { $0["kind"]?.stringValue == "rejected" ? $0["code"]?.stringValue : $0["kind"]?.stringValue }
+                == [
+                    "duplicate", "duplicate", "duplicate", "duplicate", "duplicate", "ownerCannotLeave", "badJSON",
+                    "missingField", "missingField", "badId",
+                ])
+        #expect(resent.prefix(5).allSatisfy { $0["seq"] == .int(2) && $0["opId"] == .string("op0") })
+        #expect(resent[5]["reason"]?.stringValue?.hasSuffix("(opId r1 was rejected before)") == true)
+        #expect(h.store.world.lastSeq == 2 && h.store.world.messages["m9"] == nil)
+    }
+
     @Test func noticeRecords() throws {
         let h = try StoreHarness()
         let records = try h.feed([

@@ -89,7 +89,7 @@ import Testing
         var joinSeq: [Id: [ConvKey: UInt64]] = [:]
         var readSeq: [Id: [ConvKey: UInt64]] = [:]
         var last: [Id: [ConvKey: (seq: UInt64, id: Id)]] = [:]
-        /// Conversations each user has (a team once joined; p2p once a message or a read touched it).
+        /// Conversations each user has (a team once joined; p2p once a stored message was sent in it).
         var convs: [Id: Set<ConvKey>] = [:]
         var receipts: [Id: (receivers: [Id], read: [Id])] = [:]
         var online: [Id: Set<Id>] = [:]
@@ -257,8 +257,10 @@ import Testing
                         && (!s.status || !(model.online[s.target] ?? []).isEmpty)
                     expectedReceivers = reaches ? [s.target] : []
                     seers = s.directed == nil ? [s.sender, s.target] : [s.sender] + expectedReceivers
-                    model.convs[s.sender, default: []].insert(key)
-                    model.convs[s.target, default: []].insert(key)
+                    if s.stored {  // SPEC §2: a message that is not stored creates no conversation
+                        model.convs[s.sender, default: []].insert(key)
+                        model.convs[s.target, default: []].insert(key)
+                    }
                 } else {
                     let team = try #require(before[s.target])
                     key = Self.key(team)
@@ -286,9 +288,10 @@ import Testing
 
             case .read(let user, let key, let upTo):
                 counts["read", default: 0] += 1
+                // SPEC §2: reading a conversation with no stored message creates none (and moves nothing).
+                guard model.convs[user]?.contains(key) == true else { break }
                 let position = min(upTo ?? (seq - 1), seq - 1)
                 model.readSeq[user, default: [:]][key] = max(model.readSeq[user]?[key] ?? 0, position)
-                model.convs[user, default: []].insert(key)
 
             case .receipt(let user, _, let ids):
                 counts["receipt", default: 0] += 1

@@ -374,17 +374,68 @@ enum Msg {
             Msg.send("own", "x1"),  // 3
             Msg.send("c", "p1", to: Msg.p2p("b")),  // 4
             Msg.send("own", "x2", to: Msg.team("t2")),  // 5
-            Msg.read("b", to: Msg.p2p("z")),  // 6: an empty p2p conversation, no last message
+            Msg.read("b", to: Msg.p2p("z")),  // 6: a p2p conversation with no stored message: none is made
         ])
         let rows = try #require(try h.store.unreadView("b")["conversations"]?.arrayValue)
         #expect(
             rows.map { $0["to"]?.jsonString ?? "" } == [
                 #"{"type":"team","id":"t2"}"#, #"{"type":"p2p","id":"c"}"#, #"{"type":"team","id":"t1"}"#,
-                #"{"type":"p2p","id":"z"}"#,
             ])
-        #expect(rows.last?["lastMessage"] == .null)
+        #expect(rows.allSatisfy { $0["lastMessage"] != .null })
         #expect(try h.store.unreadView("b")["total"] == .int(3))
         try Self.checkAgainstWorld(h, ["own", "b", "c", "z"])
+    }
+
+    /// SPEC §1.1: reading is the reader's own position, not an op on the team, so a member of a dismissed
+    /// team can still clear the unread frozen at the dismissal (issue 10 §6).
+    @Test func aDismissedTeamsUnreadCanBeCleared() throws {
+        let h = try StoreHarness()
+        try h.feed([
+            op("team.create", "own", ["team": "t1", "members": ["b"]]),  // 1
+            Msg.send("own", "m1"),  // 2
+            op("team.dismiss", "own", ["team": "t1"]),  // 3
+        ])
+        #expect(try h.store.unreadView("b")["total"] == .int(1))
+        let read = try h.feed(Msg.read("b"))  // 4
+        #expect(read.map { $0["kind"]?.stringValue } == ["event"])
+        #expect(
+            try Self.unread(h, "b")
+                == #"{"user":"b","total":0,"conversations":[{"to":{"type":"team","id":"t1"},"unread":0,"lastReadSeq":3,"lastMessage":{"seq":3,"messageId":"tip-3"}}]}"#
+        )
+        #expect(try h.feed(Msg.read("zz")).first?["code"]?.stringValue == "notMember", "never a member")
+        #expect(try h.feed(Msg.send("b", "m2")).first?["code"]?.stringValue == "dismissed", "other ops still are")
+        try h.reopen()
+        try Self.checkAgainstWorld(h, ["own", "b"])
+        #expect(try h.store.audit().ok)
+    }
+
+    /// SPEC §2: a message that is not stored (status, `isPersisted: false`) creates no conversation and
+    /// changes no last message; neither does reading a p2p conversation with no stored message (issue 10 §6).
+    @Test func unstoredMessagesAndEmptyReadsMakeNoConversation() throws {
+        let h = try StoreHarness()
+        try h.feed([
+            op("client.login", "b", ["device": "bd"]),
+            Msg.send("a", "s1", to: Msg.p2p("b"), ["isStatusMessage": true]),  // reaches b (online), not stored
+            Msg.send("a", "u1", to: Msg.p2p("c"), ["isPersisted": false]),
+            Msg.read("d", to: Msg.p2p("e")),
+            Msg.read("d", to: Msg.p2p("e"), upTo: 3),
+        ])
+        for user: Id in ["a", "b", "c", "d", "e"] {
+            #expect(
+                try Self.unread(h, user) == #"{"user":"\#(user)","total":0,"conversations":[]}"#, "\(user)")
+        }
+        #expect(h.store.world.convs.isEmpty && h.store.world.userConvs.isEmpty)
+        // The first stored message makes the conversation, for both sides, with its last message.
+        try h.feed(Msg.send("a", "p1", to: Msg.p2p("c")))  // 6
+        #expect(
+            try Self.unread(h, "c")
+                == #"{"user":"c","total":1,"conversations":[{"to":{"type":"p2p","id":"a"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":6,"messageId":"p1"}}]}"#
+        )
+        #expect(try h.store.unreadView("a")["conversations"]?.arrayValue?.count == 1)
+        try Self.checkAgainstWorld(h, ["a", "b", "c", "d", "e"])
+        try h.reopen()
+        try Self.checkAgainstWorld(h, ["a", "b", "c", "d", "e"])
+        #expect(try h.store.audit().ok)
     }
 
     @Test func receiptsTallyAcrossReceiptsAndLeaves() throws {

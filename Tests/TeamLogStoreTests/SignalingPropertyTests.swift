@@ -365,6 +365,11 @@ private struct SignalingChecker {
     var storedSignals = 0
     var deliveredOffline = 0
     var membersSyncs = 0
+    /// Seq of the last stored event (an accepted op's, or a system members sync's).
+    var lastSeq: UInt64 = 0
+    /// `membersSync` signals of a system event: they precede the `rejected` record of the op that moved
+    /// time to the deadline (SPEC §1.3: the removal is stored whether or not that op is accepted).
+    var systemSignals: [JSONValue] = []
 
     mutating func problem(_ text: String) {
         if problems.count < 8 { problems.append(text) }
@@ -391,6 +396,22 @@ private struct SignalingChecker {
                 let predicted = model.decide(current)
                 if kind == "rejected" {
                     rejected += 1
+                    let due = model.membersSync(at: max(current.ts, model.lastTs))
+                    if !due.isEmpty {
+                        lastSeq += 1
+                        model.lastTs = max(model.lastTs, current.ts)
+                    }
+                    let expectedSync = due.map { s in
+                        SignalingModel.signal(
+                            lastSeq, s.channel, "membersSync", to: s.to, devices: model.sortedDevices(s.to),
+                            members: s.members)
+                    }
+                    if expectedSync.map(\.jsonString) != systemSignals.map(\.jsonString) {
+                        problem(
+                            "\(current.line): rejected after the system signals \(systemSignals.map(\.jsonString)), expected \(expectedSync.map(\.jsonString))"
+                        )
+                    }
+                    systemSignals = []
                     let code = record["code"]?.stringValue
                     if code != predicted?.rawValue {
                         problem(
@@ -400,6 +421,11 @@ private struct SignalingChecker {
                     continue
                 }
                 accepted += 1
+                if !systemSignals.isEmpty {
+                    problem("\(current.line): system signals before an accepted op: \(systemSignals.map(\.jsonString))")
+                    systemSignals = []
+                }
+                lastSeq = UInt64(record["seq"]?.intValue ?? 0)
                 if let predicted { problem("\(current.line): accepted, the model says \(predicted.rawValue)") }
                 let ts = record["ts"]?.intValue ?? 0
                 if ts != max(current.ts, model.lastTs) {
@@ -423,6 +449,10 @@ private struct SignalingChecker {
                         entry.append(("pushText", .string(text)))
                     }
                     queues[record["to"]!.stringValue!, default: []].append(.object(entry))
+                }
+                if expected.isEmpty && record["event"]?.stringValue == "membersSync" {
+                    systemSignals.append(record)  // a system event's, checked at the rejection that follows
+                    continue
                 }
                 expectNext(record, &expected, op)
             case "login":
@@ -450,6 +480,7 @@ private struct SignalingChecker {
             }
         }
         flush(&self)
+        if !systemSignals.isEmpty { problem("system signals without a rejection: \(systemSignals.map(\.jsonString))") }
     }
 
     mutating func expectNext(_ record: JSONValue, _ expected: inout [JSONValue], _ op: SigOp?) {

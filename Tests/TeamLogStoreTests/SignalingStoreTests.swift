@@ -60,6 +60,9 @@ private enum Call {
         line("client.logout", user, [("device", device), ("ts", ts)])
     }
     static func tick(_ ts: Int) -> String { line("clock.tick", "sys", [("ts", ts)]) }
+    static func control(_ actor: String, _ channel: String = "c1", ts: Int? = nil, opId: String? = nil) -> String {
+        line("channel.control", actor, [("channel", channel), ("data", "x"), ("ts", ts), ("opId", opId)])
+    }
 }
 
 extension Array where Element == JSONValue {
@@ -247,15 +250,111 @@ extension Array where Element == JSONValue {
         let h = try StoreHarness()
         try h.feed(Self.syncPrefix)
         let rejected = try h.feed(Call.leave("a", ts: 121_000))
-        #expect(rejected.map { $0["code"]?.stringValue } == ["notMember"])
         #expect(
-            try h.store.channelView("c1")?["members"] == .array([.string("a"), .string("b")]),
-            "a rejected op stores nothing, not even the removal")
+            rejected.map(\.jsonString) == [
+                #"{"kind":"signal","seq":5,"channel":"c1","event":"membersSync","to":"b","devices":["bd"],"stored":false,"sync":false,"members":["b"]}"#,
+                #"{"kind":"rejected","line":5,"opId":null,"code":"notMember","reason":"a is not in channel c1"}"#,
+            ])
+        #expect(
+            try h.store.channelView("c1")?["members"] == .array([.string("b")]),
+            "the removal the decision saw is stored, though the op was rejected")
         let accepted = try h.feed(Call.leave("b", ts: 121_000))
-        #expect(
-            accepted.kind("signal").map { $0["event"]?.stringValue } == ["membersSync"],
-            "b's own leave runs after a's removal, and nobody is left to tell")
+        #expect(accepted.map { $0["kind"]?.stringValue } == ["event"], "nobody is left to tell")
+        #expect(accepted.first?["seq"] == .int(6))
         #expect(try h.store.channelView("c1")?["members"] == .array([]))
+        try expectAuditOK(h)
+    }
+
+    // MARK: Members sync stored whatever the op that reaches it (issue 10 §5)
+
+    /// alice and bob in `c1`; bob's only device goes offline at 2 000, so he is due at 122 000.
+    static let dueAt122 = [
+        Call.login("alice", "a1", ts: 1_000), Call.login("bob", "b1", ts: 1_000, opId: "bob-login"),
+        Call.create("alice", kind: "audio", ts: 1_001), Call.join("alice", ts: 1_002), Call.join("bob", ts: 1_003),
+        Call.logout("bob", "b1", ts: 2_000),
+    ]
+    static let aliceNotified =
+        #"{"kind":"signal","seq":7,"channel":"c1","event":"membersSync","to":"alice","devices":["a1"],"stored":false,"sync":false,"members":["alice"]}"#
+
+    /// Ops rejected by `decide` at the deadline, channel ops or not: the removal is a system event of its
+    /// own (seq 7, the op's time), its `membersSync` goes out before the rejection, and nothing else.
+    @Test(arguments: [
+        (Call.control("bob", ts: 122_000), "notMember"),
+        (Call.join("alice", ts: 122_000), "alreadyMember"),
+        (Call.line("team.leave", "bob", [("team", "nope"), ("ts", 122_000)]), "noSuchTeam"),
+        (
+            #"{"op":"message.send","actor":"bob","to":{"type":"p2p","id":"bob"},"messageId":"m1","content":{"type":"text"},"ts":122000}"#,
+            "badField"
+        ),
+    ])
+    func rejectedOpAtTheDeadlineStoresTheRemoval(line: String, code: String) throws {
+        let h = try StoreHarness()
+        try h.feed(Self.dueAt122)
+        let records = try h.feed(line)
+        #expect(records.count == 2)
+        #expect(records.first?.jsonString == Self.aliceNotified)
+        #expect(records.last?["kind"]?.stringValue == "rejected" && records.last?["code"]?.stringValue == code)
+        #expect(try h.store.channelView("c1")?["members"] == .array([.string("alice")]))
+        #expect(h.store.world.lastSeq == 7 && h.store.world.lastTs == 122_000)
+        let stored = try #require(try h.store.event(at: 7))
+        #expect(stored.op.body == .membersSync && stored.op.actor == "" && stored.ts == 122_000)
+        try expectAuditOK(h)
+        // Decisions and queries agree from here on: bob is out, and nothing is removed twice.
+        let again = try h.feed(Call.control("bob", ts: 123_000))
+        #expect(again.map { $0["code"]?.stringValue } == ["notMember"])
+        let next = try h.feed(Call.control("alice", ts: 124_000))
+        #expect(next.map(\.jsonString) == [#"{"kind":"event","line":9,"seq":8,"ts":124000,"op":"channel.control"}"#])
+        try h.reopen()
+        #expect(try h.store.channelView("c1")?["members"] == .array([.string("alice")]))
+        try expectAuditOK(h, "after reopen")
+    }
+
+    /// A line rejected for its shape moves no time, so it stores nothing (not even a due removal).
+    @Test func shapeRejectionAtTheDeadlineStoresNothing() throws {
+        let h = try StoreHarness()
+        try h.feed(Self.dueAt122)
+        let records = try h.feed(Call.line("channel.control", "bob", [("ts", 122_000)]))
+        #expect(records.map { $0["code"]?.stringValue } == ["missingField"])
+        #expect(try h.store.channelView("c1")?["members"] == .array([.string("alice"), .string("bob")]))
+        #expect(h.store.world.lastSeq == 6)
+    }
+
+    /// The accepted op that reaches the deadline carries the removal in its own event, as before.
+    @Test func acceptedOpAtTheDeadlineCarriesTheRemoval() throws {
+        let h = try StoreHarness()
+        try h.feed(Self.dueAt122)
+        let records = try h.feed(Call.control("alice", ts: 122_000))
+        #expect(
+            records.map(\.jsonString) == [
+                #"{"kind":"event","line":7,"seq":7,"ts":122000,"op":"channel.control"}"#, Self.aliceNotified,
+            ])
+        #expect(try h.store.channelView("c1")?["members"] == .array([.string("alice")]))
+        #expect(try h.store.event(at: 7)?.op.body == .channelControl(channel: "c1", target: nil, data: "x"))
+        try expectAuditOK(h)
+    }
+
+    /// A duplicate changes nothing and moves no time: bob is still listed, and decisions agree with that.
+    @Test func duplicateAtTheDeadlineMovesNoTime() throws {
+        let h = try StoreHarness()
+        try h.feed(Self.dueAt122 + [Call.control("alice", ts: 2_500, opId: "ctl")])
+        let dup = try h.feed([
+            Call.login("bob", "b1", ts: 122_000, opId: "bob-login"), Call.control("alice", ts: 200_000, opId: "ctl"),
+        ])
+        #expect(dup.map(\.jsonString) == [
+            #"{"kind":"duplicate","line":8,"opId":"bob-login","seq":2}"#,
+            #"{"kind":"duplicate","line":9,"opId":"ctl","seq":7}"#,
+        ])
+        #expect(try h.store.channelView("c1")?["members"] == .array([.string("alice"), .string("bob")]))
+        #expect(h.store.world.lastSeq == 7 && h.store.world.lastTs == 2_500)
+        let stillIn = try h.feed(Call.control("bob", ts: 3_000))
+        #expect(stillIn.map { $0["kind"]?.stringValue } == ["event", "signal"], "bob is a member, as listed")
+        // A re-sent rejected opId is answered from memory, not decided: no time moves either.
+        try h.feed(Call.control("carol", ts: 4_000, opId: "bad"))
+        let before = h.store.world.lastSeq
+        let resent = try h.feed(Call.control("carol", ts: 122_000, opId: "bad"))
+        #expect(resent.map { $0["kind"]?.stringValue } == ["rejected"])
+        #expect(h.store.world.lastSeq == before)
+        #expect(try h.store.channelView("c1")?["members"] == .array([.string("alice"), .string("bob")]))
         try expectAuditOK(h)
     }
 

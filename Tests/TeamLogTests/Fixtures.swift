@@ -17,7 +17,14 @@ struct Machine {
         case .failure(let r): return r
         case .success(let op):
             switch world.decide(op, now: now) {
-            case .failure(let r): return r
+            case .failure(let r):
+                // As the store does: the removals due at the op's time are stored even though it fails.
+                if let sync = world.dueMembersSync(at: op.ts ?? now) {
+                    outputs.removeAll()
+                    world.apply(sync, into: &outputs)
+                    world.checkInvariants()
+                }
+                return r
             case .success(let event):
                 outputs.removeAll()
                 world.apply(event, into: &outputs)

@@ -49,6 +49,9 @@ import Testing
         BadLine("ts fraction", #"{"op":"team.leave","actor":"a","team":"t","ts":1.5}"#, .badField),
         BadLine("ts huge", #"{"op":"team.leave","actor":"a","team":"t","ts":1e400}"#, .badField),
         BadLine("ts past Int64", #"{"op":"team.leave","actor":"a","team":"t","ts":99999999999999999999}"#, .badField),
+        BadLine("ts at Int64.max", #"{"op":"clock.tick","actor":"a","ts":9223372036854775807}"#, .badField),
+        BadLine("ts past the year 9999", #"{"op":"clock.tick","actor":"a","ts":253402300800000}"#, .badField),
+        BadLine("ts past the year 9999 as a double", #"{"op":"clock.tick","actor":"a","ts":3e14}"#, .badField),
         BadLine("targets not a list", #"{"op":"team.kick","actor":"a","team":"t","targets":"b"}"#, .badField),
         BadLine("targets with a number", #"{"op":"team.kick","actor":"a","team":"t","targets":["b",3]}"#, .badField),
         BadLine("empty actor", #"{"op":"team.leave","actor":"","team":"t"}"#, .badId),
@@ -79,6 +82,27 @@ import Testing
         }
         #expect(rejection.code == c.code, "\(c.name): \(rejection)")
         #expect(!rejection.reason.isEmpty)
+    }
+
+    /// SPEC: `ts` is an event time from 0 to the last ms of year 9999, both accepted.
+    @Test(arguments: [0, 253_402_300_799_999] as [Int64])
+    func tsAtTheEndsOfItsRangeIsAccepted(_ ts: Int64) throws {
+        let parsed = try OpParser.parse(line: #"{"op":"clock.tick","actor":"a","ts":\#(ts)}"#).get()
+        #expect(parsed.ts == ts)
+    }
+
+    /// Shapes only: which content types a client may send and the `isCounted` combinations are `decide`'s
+    /// (after a reused message id), so these lines parse.
+    @Test(arguments: [
+        #"{"op":"message.send","actor":"a","to":{"type":"team","id":"t"},"messageId":"m","content":{"type":"tip"}}"#,
+        #"{"op":"message.send","actor":"a","to":{"type":"team","id":"t"},"messageId":"m","content":{"type":"notification"}}"#,
+        #"{"op":"message.send","actor":"a","to":{"type":"team","id":"t"},"messageId":"m","content":{"type":"sticker"}}"#,
+        #"{"op":"message.send","actor":"a","to":{"type":"team","id":"t"},"messageId":"m","content":{"type":"text"},"isCounted":true,"isPersisted":false}"#,
+        #"{"op":"message.send","actor":"a","to":{"type":"team","id":"t"},"messageId":"m","content":{"type":"text"},"isCounted":true,"isStatusMessage":true}"#,
+        #"{"op":"message.modify","actor":"a","messageId":"m","content":{"type":"tip"}}"#,
+    ])
+    func valueRulesAreLeftToDecide(_ line: String) throws {
+        #expect(throws: Never.self) { try OpParser.parse(line: line).get() }
     }
 
     @Test func idAt128BytesIsAccepted() throws {

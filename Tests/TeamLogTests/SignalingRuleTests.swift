@@ -287,24 +287,30 @@ extension ExpectedSignal: Sendable {}
         RuleCase("clock tick", [], Sig.tick(5_000), nil),
     ]
 
-    /// Runs a case; a rejection must leave the signaling state exactly as it was.
-    func check(_ c: RuleCase) {
+    /// Runs a case: an accepted op must have the effects SPEC gives it; a rejected one must leave a real
+    /// store as it was (no pending event, no changed record: all-or-nothing).
+    func check(_ c: RuleCase) throws {
         var m = Machine(config: c.config)
         m.setup(c.setup)
-        let before = SignalingSnapshot(m.world)
+        let before = m.world
         let result = m.run(c.op)
         #expect(result?.code == c.expect, "\(c.name): \(result.map { "\($0)" } ?? "accepted")")
-        if result != nil { #expect(SignalingSnapshot(m.world) == before, "\(c.name): a rejected op changed the state") }
+        if result == nil {
+            expectEffects(of: c.op, before: before, after: m.world, outputs: m.outputs, c.name)
+        } else {
+            let residue = try RejectionResidue.probe(setup: c.setup, line: c.op, config: c.config, now: m.now)
+            #expect(residue.rejection?.code == c.expect && residue.isClean, "\(c.name): \(residue)")
+        }
     }
 
-    @Test(arguments: create) func channelCreate(_ c: RuleCase) { check(c) }
-    @Test(arguments: join) func channelJoin(_ c: RuleCase) { check(c) }
-    @Test(arguments: invite) func channelInvite(_ c: RuleCase) { check(c) }
-    @Test(arguments: cancelInvite) func channelCancelInvite(_ c: RuleCase) { check(c) }
-    @Test(arguments: reject) func channelReject(_ c: RuleCase) { check(c) }
-    @Test(arguments: accept) func channelAccept(_ c: RuleCase) { check(c) }
-    @Test(arguments: leaveCloseControl) func channelLeaveCloseControl(_ c: RuleCase) { check(c) }
-    @Test(arguments: clients) func clientsAndClock(_ c: RuleCase) { check(c) }
+    @Test(arguments: create) func channelCreate(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: join) func channelJoin(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: invite) func channelInvite(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: cancelInvite) func channelCancelInvite(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: reject) func channelReject(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: accept) func channelAccept(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: leaveCloseControl) func channelLeaveCloseControl(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: clients) func clientsAndClock(_ c: RuleCase) throws { try check(c) }
 
     /// After `channel.close` every op on the channel is `closed`, whoever sends it.
     @Test(arguments: [
@@ -686,8 +692,14 @@ extension ExpectedSignal: Sendable {}
         m.setup(Self.syncBase)
         let before = SignalingSnapshot(m.world)
         #expect(m.run(Sig.leave("a", ts: 121_000))?.code == .notMember, "a was removed at 121 000, before its leave")
-        #expect(SignalingSnapshot(m.world) == before, "a rejected op stores nothing, the removal included")
-        #expect(m.world.channels["c1"]!.memberIds == ["a", "b"])
+        // The removal the decision saw is a system event of its own (SPEC §1.3), the leave nothing.
+        #expect(m.world.channels["c1"]!.memberIds == ["b"])
+        #expect(m.world.lastSeq == before.lastSeq + 1 && m.world.lastTs == 121_000)
+        #expect(
+            m.emittedSignals.map(ExpectedSignal.init) == [
+                ExpectedSignal(.membersSync, to: "b", ["bd"], from: "")
+            ])
+        #expect(m.emittedSignals.map(\.members) == [["b"]])
 
         var n = Machine()
         n.setup(Self.syncBase)
@@ -812,6 +824,24 @@ extension ExpectedSignal: Sendable {}
             return
         }
         #expect(again == parsed, "JSON export: \(line) → \(parsed.jsonLine)")
+    }
+
+    /// The system members-sync event (issue 10 §5): a new op tag, 74, in the same version-1 encoding (so
+    /// existing logs read as before), with an empty actor and no fields. It is no input op: submitted as
+    /// one it is `notPermitted`, and `teamlog log` exports it as the `clock.tick` that runs the same sync.
+    @Test func systemMembersSyncEvent() throws {
+        let event = Event(seq: 9, ts: 121_000, op: Op(actor: "", ts: 121_000, body: .membersSync))
+        let bytes = EventCodec.encode(event)
+        #expect(EventCodec.version == 1 && bytes.first == 1)
+        #expect(Array(bytes.suffix(3)) == [0, 0, 74], "no flags, empty actor, tag 74")
+        #expect(try EventCodec.decode(seq: 9, bytes) == event)
+        #expect(event.op.jsonLine == #"{"op":"clock.tick","actor":"system","ts":121000}"#)
+        guard case .failure(let r) = World().decide(Op(actor: "x", body: .membersSync), now: 0) else {
+            Issue.record("a membersSync op was accepted")
+            return
+        }
+        #expect(r.code == .notPermitted)
+        #expect(World().dueMembersSync(at: .max) == nil, "nobody in a channel: nothing is due")
     }
 
     /// Applying the same events to a fresh world gives the same channels, queues and removals.

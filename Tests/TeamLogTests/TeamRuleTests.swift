@@ -285,22 +285,28 @@ import Testing
             "bad notify state", baseTeam, op("member.setNotify", "a", ["team": "t1", "state": "some"]), .badField),
     ]
 
-    /// Runs a case; a rejection must leave the state exactly as it was (all-or-nothing).
-    func check(_ c: RuleCase) {
+    /// Runs a case: an accepted op must have the effects SPEC gives it; a rejected one must leave a real
+    /// store as it was (no pending event, no changed record: all-or-nothing).
+    func check(_ c: RuleCase) throws {
         var m = Machine(config: c.config)
         m.setup(c.setup)
-        let before = m.world.teams
+        let before = m.world
         let result = m.run(c.op)
         #expect(result?.code == c.expect, "\(c.name): \(result.map { "\($0)" } ?? "accepted")")
-        if result != nil { #expect(m.world.teams == before, "\(c.name): a rejected op changed the state") }
+        if result == nil {
+            expectEffects(of: c.op, before: before, after: m.world, outputs: m.outputs, c.name)
+        } else {
+            let residue = try RejectionResidue.probe(setup: c.setup, line: c.op, config: c.config, now: m.now)
+            #expect(residue.rejection?.code == c.expect && residue.isClean, "\(c.name): \(residue)")
+        }
     }
 
-    @Test(arguments: create) func teamCreate(_ c: RuleCase) { check(c) }
-    @Test(arguments: invite) func teamInvite(_ c: RuleCase) { check(c) }
-    @Test(arguments: acceptReject) func invitations(_ c: RuleCase) { check(c) }
-    @Test(arguments: apply) func applications(_ c: RuleCase) { check(c) }
-    @Test(arguments: kickLeave) func kickAndLeave(_ c: RuleCase) { check(c) }
-    @Test(arguments: update) func updates(_ c: RuleCase) { check(c) }
-    @Test(arguments: ownership) func ownershipAndManagers(_ c: RuleCase) { check(c) }
-    @Test(arguments: mute) func muteAndNotify(_ c: RuleCase) { check(c) }
+    @Test(arguments: create) func teamCreate(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: invite) func teamInvite(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: acceptReject) func invitations(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: apply) func applications(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: kickLeave) func kickAndLeave(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: update) func updates(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: ownership) func ownershipAndManagers(_ c: RuleCase) throws { try check(c) }
+    @Test(arguments: mute) func muteAndNotify(_ c: RuleCase) throws { try check(c) }
 }

@@ -144,6 +144,7 @@ public enum EventCodec {
         case .channelClose(let c): w.u8(71); w.string(c)
         case .channelControl(let c, let t, let d): w.u8(72); w.string(c); w.optionalString(t); w.string(d)
         case .clockTick: w.u8(73)
+        case .membersSync: w.u8(74)
         }
     }
 
@@ -233,6 +234,7 @@ public enum EventCodec {
         case 71: return .channelClose(channel: try r.id())
         case 72: return .channelControl(channel: try r.id(), target: try r.optionalId(), data: try r.string())
         case 73: return .clockTick
+        case 74: return .membersSync
         default: throw DecodeError("unknown op tag \(tag)")
         }
     }

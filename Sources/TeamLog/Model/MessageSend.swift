@@ -10,6 +10,9 @@ public struct MessageSend: Sendable, Equatable {
     public var disableNotification: Bool = false
     public var disableUpdateLastMessage: Bool = false
     public var isCounted: Bool = true
+    /// The `isCounted` the input gave (`nil`: none), for `decide`'s checks of explicit combinations. Not
+    /// stored in the log nor compared: the resolved `isCounted` is what an accepted message means.
+    public var explicitIsCounted: Bool? = nil
     public var isPersisted: Bool = true
     public var isStatusMessage: Bool = false
     public var metadata: [(key: String, value: String)] = []

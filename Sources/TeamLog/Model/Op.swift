@@ -118,6 +118,10 @@ public enum OpBody: Sendable, Equatable {
     case channelControl(channel: Id, target: Id?, data: String)
     /// Advances event time only (members sync).
     case clockTick
+    /// The system's own event, never an input op: the members sync that came due when event time reached
+    /// a deadline and the op that moved time was rejected (SPEC §1.3: a removal is stored once event
+    /// time reaches it). Its actor is empty; applying it runs the sync and nothing else.
+    case membersSync
 
     /// The op name as written in the input.
     public var name: String {
@@ -155,6 +159,7 @@ public enum OpBody: Sendable, Equatable {
         case .channelClose: "channel.close"
         case .channelControl: "channel.control"
         case .clockTick: "clock.tick"
+        case .membersSync: "membersSync"
         }
     }
 
@@ -170,7 +175,7 @@ public enum OpBody: Sendable, Equatable {
             t
         case .messageSend(let m): m.to.kind == .p2p ? nil : m.to.id
         case .messageRead(let to, _), .messageReceipt(let to, _): to.kind == .p2p ? nil : to.id
-        case .messageModify, .clientLogin, .clientLogout, .clockTick: nil
+        case .messageModify, .clientLogin, .clientLogout, .clockTick, .membersSync: nil
         case .channelCreate, .channelJoin, .channelInvite, .channelCancelInvite, .channelReject, .channelAccept,
             .channelLeave, .channelClose, .channelControl:
             nil

@@ -3,6 +3,10 @@
 extension Op {
     /// The op as a JSON object with the SPEC field names.
     public var json: JSONValue {
+        if case .membersSync = body {
+            // No input op is a system sync: a `clock.tick` at its time runs the same sync at the same seq.
+            return .object([("op", .string("clock.tick")), ("actor", .string("system")), ("ts", .int(ts ?? 0))])
+        }
         var pairs: [(String, JSONValue)] = [("op", .string(name)), ("actor", .string(actor))]
         if let ts { pairs.append(("ts", .int(ts))) }
         if let opId { pairs.append(("opId", .string(opId))) }
@@ -78,7 +82,7 @@ extension OpBody {
             return [("to", to.json)] + (upTo.map { [("upTo", JSONValue.int(Int64($0)))] } ?? [])
         case .messageReceipt(let to, let ids): return [("to", to.json), ("messageIds", Self.ids(ids))]
         case .messageModify(let id, let content): return [("messageId", .string(id)), ("content", content)]
-        case .clientLogin, .clientLogout, .clockTick: return []
+        case .clientLogin, .clientLogout, .clockTick, .membersSync: return []
         case .channelCreate(let c, let kind, let ext):
             return [("channel", .string(c)), ("kind", .string(kind.rawValue))]
                 + (ext.map { [("ext", JSONValue.string($0))] } ?? [])

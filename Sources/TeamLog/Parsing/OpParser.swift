@@ -6,6 +6,9 @@ public enum OpParser {
     public static let maxLineBytes = 1 << 20
     /// Longest accepted id list (targets, members): the largest supergroup.
     public static let maxListCount = 200_000
+    /// Latest accepted `ts`: the last ms of year 9999 (a `ts` below 0 is `badField` too), so no input can
+    /// pin event time out of reach of every later op.
+    public static let maxTs: Int64 = 253_402_300_799_999
 
     /// Parses a whole line (without its newline).
     public static func parse(line: UnsafeRawBufferPointer) -> Result<Op, Rejection> {
@@ -62,6 +65,7 @@ public enum OpParser {
         guard let parseBody = bodies[name] else { throw Rejection(.unknownOp, "unknown op \"\(name)\"") }
         let actor = try f.requiredId("actor")
         let ts = try f.optionalInt("ts")
+        if let ts, ts > maxTs { throw Rejection(.badField, "field \"ts\" is past the end of year 9999 (\(maxTs))") }
         let opId = try f.optionalId("opId")
         let device = try f.optionalId("device")
         let body = try parseBody(f)
@@ -168,10 +172,7 @@ public enum OpParser {
             m.isStatusMessage = try f.optionalBool("isStatusMessage") ?? false
             m.isPersisted = try f.optionalBool("isPersisted") ?? true
             let counted = try f.optionalBool("isCounted")
-            if counted == true && !m.isPersisted {
-                throw Rejection(
-                    .badField, "field \"isCounted\" needs \"isPersisted\": an unstored message cannot count")
-            }
+            m.explicitIsCounted = counted  // its combinations with the other flags are decide's to check
             // Unstored and status messages never count; `isCounted` defaults to true only for stored ones.
             m.isCounted = (counted ?? true) && m.isPersisted && !m.isStatusMessage
             m.metadata = try f.optionalStringMap("metadata")
@@ -344,19 +345,12 @@ struct Fields {
         return Conversation(kind, try g.requiredId("id"))
     }
 
-    /// Message content: an object whose `type` a client may send (`notification` and `tip` are the
-    /// server's own: `notPermitted`).
+    /// Message content: an object with a string `type` (shape only: which types a client may send is
+    /// `decide`'s rule, checked after a reused message id).
     func requiredContent(_ key: String) throws(Rejection) -> JSONValue {
         guard let v = try lookup(key) else { throw missing(key) }
         guard case .object = v else { throw bad(key, "must be an object with a \"type\"") }
-        let type = try Fields(v, prefix: prefix + key + ".").requiredText("type")
-        if type == "notification" || type == "tip" {
-            throw Rejection(.notPermitted, "clients cannot send \(type) messages; the server generates them")
-        }
-        guard ContentType(rawValue: type) != nil else {
-            let allowed = ContentType.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
-            throw bad(key + ".type", "is \"\(type)\"; expected one of \(allowed)")
-        }
+        _ = try Fields(v, prefix: prefix + key + ".").requiredText("type")
         return v
     }
 

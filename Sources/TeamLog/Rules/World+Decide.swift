@@ -164,6 +164,9 @@ extension World {
         case .clientLogin, .clientLogout, .clockTick, .channelCreate, .channelJoin, .channelInvite,
             .channelCancelInvite, .channelReject, .channelAccept, .channelLeave, .channelClose, .channelControl:
             try checkSignalingOp(op)
+
+        case .membersSync:
+            throw Rejection(.notPermitted, "membersSync is the system's own event, not an op")
         }
     }
 

@@ -9,6 +9,15 @@ extension World {
             if messages[m.messageId] != nil {
                 throw Rejection(.duplicateMessageId, "message id \(m.messageId) was already used")
             }
+            // Value rules of the input come after the reused-id check (the parser checks shapes only).
+            try checkClientContent(m.content)
+            if m.explicitIsCounted == true && !m.isPersisted {
+                throw Rejection(
+                    .badField, "field \"isCounted\" needs \"isPersisted\": an unstored message cannot count")
+            }
+            if m.explicitIsCounted == true && m.isStatusMessage {
+                throw Rejection(.badField, "field \"isCounted\" cannot be true for a status message: it never counts")
+            }
             if m.to.kind == .p2p {
                 if m.to.id == actor { throw Rejection(.badField, "a p2p message needs a peer other than the sender") }
                 if let d = m.directedUserIds, let stranger = d.first(where: { $0 != m.to.id && $0 != actor }) {
@@ -38,7 +47,8 @@ extension World {
                 }
                 return
             }
-            let team = try conversationTeam(to)
+            // Reading is the reader's own position, not an op on the team: allowed on a dismissed team.
+            let team = try conversationTeam(to, allowDismissed: true)
             if userConvs[actor]?[ConvKey(team: team.id, kind: team.kind)] == nil {
                 throw Rejection(.notMember, "\(actor) is not a member of \(team.id)")
             }
@@ -63,7 +73,8 @@ extension World {
                 if !tally.isReceiver(actor) { throw Rejection(.notPermitted, "\(actor) did not receive \(id)") }
             }
 
-        case .messageModify(let id, _):
+        case .messageModify(let id, let content):
+            try checkClientContent(content)
             guard let message = messages[id], message.stored else {
                 throw Rejection(.noSuchMessage, "no stored message \(id)")
             }
@@ -77,14 +88,28 @@ extension World {
         }
     }
 
-    /// The team a team conversation names: it exists, has that kind and is not dismissed.
-    func conversationTeam(_ to: Conversation) throws(Rejection) -> TeamState {
+    /// Content a client may send: `notification` and `tip` are the server's own (`notPermitted`), any
+    /// other type must be one of `ContentType` (`badField`). The parser checked the shape (an object
+    /// with a string `type`).
+    func checkClientContent(_ content: JSONValue) throws(Rejection) {
+        guard case .string(let type)? = content["type"] else { return }
+        if type == "notification" || type == "tip" {
+            throw Rejection(.notPermitted, "clients cannot send \(type) messages; the server generates them")
+        }
+        guard ContentType(rawValue: type) != nil else {
+            let allowed = ContentType.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            throw Rejection(.badField, "field \"content.type\" is \"\(type)\"; expected one of \(allowed)")
+        }
+    }
+
+    /// The team a team conversation names: it exists, has that kind and is not dismissed (unless allowed).
+    func conversationTeam(_ to: Conversation, allowDismissed: Bool = false) throws(Rejection) -> TeamState {
         let team = try liveTeamOrDismissed(to.id)
         let kind: Conversation.Kind = team.kind == .team ? .team : .superTeam
         if kind != to.kind {
             throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(team.kind.rawValue))")
         }
-        if team.dismissed { throw Rejection(.dismissed, "team \(to.id) was dismissed") }
+        if team.dismissed && !allowDismissed { throw Rejection(.dismissed, "team \(to.id) was dismissed") }
         return team
     }
 
@@ -108,6 +133,8 @@ extension World {
 
         case .messageRead(let to, let upTo):
             let key = ConvKey(to, actor: actor)
+            // A p2p conversation without a stored message does not exist; reading it creates none (SPEC §2).
+            if to.kind == .p2p && userConvs[actor]?[key] == nil { break }
             let position = min(upTo ?? (seq - 1), seq - 1)
             var uc = userConvs[actor]?[key] ?? UserConv()
             uc.readSeq = max(uc.readSeq, position)
@@ -192,7 +219,8 @@ extension World {
         let seq = event.seq
         let peer = m.to.id
         let key = ConvKey(p2p: sender, peer)
-        for user in [sender, peer] where userConvs[user]?[key] == nil {
+        // A message that is not stored creates no conversation (SPEC §2).
+        for user in [sender, peer] where m.isStored && userConvs[user]?[key] == nil {
             userConvs[user, default: [:]][key] = UserConv()
             touch(.userConv(user, key))
         }
@@ -200,7 +228,7 @@ extension World {
         stats.messages += 1
         stats.memberDecisions += 2
         stats.deliveries += receives ? 1 : 0
-        if convs[key] == nil {
+        if m.isStored && convs[key] == nil {
             convs[key] = ConvState()
             touch(.conv(key))
         }

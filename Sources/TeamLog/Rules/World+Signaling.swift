@@ -265,6 +265,16 @@ extension World {
         syncDeadline = syncQueue.top?.deadline
     }
 
+    /// The system `membersSync` event that stores the removals due at event time `ts` (raised to the last
+    /// event's time, as `decide` does), or `nil` when nobody is due. The store appends it when an op that
+    /// moves time that far is rejected, so decisions (which already saw the sync) and the stored state
+    /// never disagree; an accepted op carries the sync in its own event instead.
+    public func dueMembersSync(at ts: Int64) -> Event? {
+        let ts = max(ts, lastTs)
+        guard let deadline = syncDeadline, ts >= deadline else { return nil }
+        return Event(seq: lastSeq + 1, ts: ts, op: Op(actor: "", ts: ts, body: .membersSync))
+    }
+
     /// Removes every channel member whose deadline is at or before `ts`; the remaining members get
     /// `membersSync` with the new member list. Runs before the event at `ts`, so replay repeats it.
     mutating func runMembersSync(at ts: Int64, seq: UInt64, into out: inout [Output]) {
