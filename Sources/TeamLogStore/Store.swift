@@ -112,8 +112,10 @@ public final class Store {
         }
         if verify, let problem = try problem ?? verifyChain() {
             failed = StoreError(
-                "the log's hash chain is broken at \(problem); refusing to append onto it. "
-                    + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild")
+                code: .brokenChain,
+                message: "the log's hash chain is broken at \(problem); refusing to append onto it. "
+                    + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild",
+                path: path)
         }
         world.clearChanges()
     }
@@ -132,7 +134,7 @@ public final class Store {
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
         try? finishCommit()  // never release the writer lock under a transaction still being written
-        failed = failed ?? StoreError("store was closed")
+        failed = failed ?? StoreError(code: .closed, message: "store \(env.path) was closed", path: env.path)
         lookup = nil
         writerLock?.release()
         writerLock = nil
@@ -202,20 +204,26 @@ public final class Store {
         try beginCommit(onThisThread: false)
     }
 
-    /// Waits for the batch started by `beginCommit`, if any; rethrows its failure.
+    /// Waits for the batch started by `beginCommit`, if any. Returns only when that batch is durable:
+    /// throws its failure, and once the store has failed (or was refused or closed) throws that on every
+    /// call, so no caller can take a batch that never committed for one that did.
     public func finishCommit() throws {
-        guard let job = inFlight else { return }
+        guard let job = inFlight else {
+            if let failed { throw failed }
+            return
+        }
         committer?.wait(job)
         inFlight = nil
         inFlightOpIds.removeAll(keepingCapacity: true)
         if let error = job.error {
-            let failure = StoreError("commit of seq \(committedSeq + 1)...\(job.checkpoint.lastSeq) failed: \(error)")
+            let failure = commitFailure(error, seqs: committedSeq + 1...max(committedSeq + 1, job.checkpoint.lastSeq))
             failed = failure
             throw failure
         }
         committedSeq = job.checkpoint.lastSeq
         lastHash = job.checkpoint.lastHash
-        try lookup?.renew()
+        // The batch is durable whatever happens here; a snapshot that cannot be renewed is taken afresh.
+        do { try lookup?.renew() } catch { lookup = nil }
     }
 
     /// Whether a batch is being written by the committer thread.
