@@ -74,14 +74,22 @@ public final class Store {
         envOptions.readOnly = options.readOnly
         if !options.readOnly {
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
-                throw StoreError("cannot create store directory \(path): \(String(cString: strerror(errno)))")
+                throw StoreError.system("cannot create store directory \(path)", call: "mkdir", path: path)
             }
             writerLock = try WriterLock(directory: path, wait: options.waitForWriter)
         }
-        env = try Environment(path: path, options: envOptions)
-        dbs = try Databases(env: env, create: !options.readOnly)
+        do {
+            env = try Environment(path: path, options: envOptions)
+        } catch let error as LMDBError {
+            throw StoreError.opening(path, error)
+        }
+        // Only a data file LMDB has just initialized (none, empty, or never committed to — an interrupted
+        // creation) becomes a new store; anything else must already be one, or is refused untouched.
+        let requested = options.config
+        let fresh = !options.readOnly && env.lastTransactionID == 0
+        dbs = try Databases(env: env, creating: fresh ? requested : nil)
         let meta = try dbs.readMeta(env)
-        var config = options.config
+        var config = requested
         if let stored = meta.config {
             config = stored
         } else if !options.readOnly {

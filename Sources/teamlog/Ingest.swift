@@ -51,7 +51,7 @@ struct Ingest: ParsableCommand {
         storeOpts.waitForWriter = wait
         let store: Store
         do { store = try Store(path: storeOptions.path, options: storeOpts) } catch {
-            throw CLIError("cannot open store \(storeOptions.path): \(error)")
+            throw cannotOpen(storeOptions.path, error)
         }
         if let refusal = store.refusal {
             printErr("teamlog: \(refusal)")
