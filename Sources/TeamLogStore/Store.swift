@@ -21,6 +21,9 @@ public final class Store {
         public var noSync: Bool = false
         /// Limits for a new store; an existing store keeps the ones it was created with.
         public var config: Config = Config()
+        /// Settings asked for explicitly: applied over `config` to a new store; an existing store with
+        /// other values is refused (`.configMismatch`).
+        public var requestedConfig = ConfigRequest()
         /// Open for queries only.
         public var readOnly: Bool = false
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
@@ -72,6 +75,7 @@ public final class Store {
         envOptions.mapSize = options.mapSize
         envOptions.noSync = options.noSync
         envOptions.readOnly = options.readOnly
+        try options.requestedConfig.validate()
         if !options.readOnly {
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
                 throw StoreError.system("cannot create store directory \(path)", call: "mkdir", path: path)
@@ -85,12 +89,20 @@ public final class Store {
         }
         // Only a data file LMDB has just initialized (none, empty, or never committed to — an interrupted
         // creation) becomes a new store; anything else must already be one, or is refused untouched.
-        let requested = options.config
+        let requested = options.requestedConfig.applied(to: options.config)
         let fresh = !options.readOnly && env.lastTransactionID == 0
         dbs = try Databases(env: env, creating: fresh ? requested : nil)
         let meta = try dbs.readMeta(env)
         var config = requested
         if let stored = meta.config {
+            let differences = options.requestedConfig.differences(from: stored)
+            guard differences.isEmpty else {
+                throw StoreError(
+                    code: .configMismatch,
+                    message: "store \(path) was created with other settings, and its log was decided under them: "
+                        + differences.joined(separator: ", ") + ". Leave the options out, or create a new store",
+                    path: path)
+            }
             config = stored
         } else if !options.readOnly {
             try dbs.writeConfig(env, config)
