@@ -44,6 +44,8 @@ public final class Environment: @unchecked Sendable {
     private var writerThread: pthread_t?
     /// How many times `write` grew the map.
     public private(set) var mapGrowths: Int = 0
+    /// The data file's header as checked at open; `nil` when the file was missing or empty.
+    public let header: DataFileHeader?
 
     /// Opens (creating when missing and writable) the environment in directory `path`.
     ///
@@ -56,6 +58,16 @@ public final class Environment: @unchecked Sendable {
                 throw LMDBError(
                     code: .system(errno), message: String(cString: strerror(errno)), context: "mkdir \(path)")
             }
+        }
+        // LMDB trusts its header: a short file or a wild page number in a meta kills the process (SIGBUS,
+        // SIGSEGV) once mapped. Check what can be checked cheaply before `mdb_env_open` maps it.
+        header = try DataFileHeader.read(directory: path)
+        if header == nil && options.readOnly {  // LMDB would map an empty file and read its meta past the end
+            let missing = access(path + "/data.mdb", F_OK) != 0
+            throw LMDBError(
+                code: missing ? .system(ENOENT) : .invalid,
+                message: missing ? String(cString: strerror(ENOENT)) : "an empty file, not an LMDB data file",
+                context: "mdb_env_open \(path)")
         }
         var handle: OpaquePointer?
         try check(mdb_env_create(&handle), "mdb_env_create")
@@ -88,6 +100,13 @@ public final class Environment: @unchecked Sendable {
         var info = MDB_envinfo()
         mdb_env_info(env, &info)
         return info.me_mapsize
+    }
+
+    /// The last committed transaction's id: 0 when nothing was ever committed.
+    public var lastTransactionID: Int {
+        var info = MDB_envinfo()
+        mdb_env_info(env, &info)
+        return info.me_last_txnid
     }
 
     /// Bytes of the map in use (last used page × page size).
@@ -186,6 +205,7 @@ public final class Environment: @unchecked Sendable {
                 do {
                     let result = try body(txn)
                     try txn.commit()
+                    coverLastPage()
                     return result
                 } catch let error as LMDBError where error.code == .mapFull {
                     txn.abort()
@@ -196,6 +216,22 @@ public final class Environment: @unchecked Sendable {
             }
             try grow()
         }
+    }
+
+    /// Extends `data.mdb` to cover every page the new meta counts as in use.
+    ///
+    /// LMDB does not write pages a transaction allocated and freed again ("loose" pages), so a sound file
+    /// can end before its last page; the open-time check (`DataFileHeader`) would take that for a
+    /// truncation. Zero-filling the gap (sparse, no data written) keeps that check exact.
+    private func coverLastPage() {
+        var fd: Int32 = -1
+        guard mdb_env_get_fd(env, &fd) == 0, fd >= 0 else { return }
+        var info = MDB_envinfo()
+        var pages = MDB_stat()
+        mdb_env_info(env, &info)
+        mdb_env_stat(env, &pages)
+        let needed = off_t((info.me_last_pgno + 1) * Int(pages.ms_psize))
+        if let size = fileLength(fd), size < needed { _ = ftruncate(fd, needed) }
     }
 
     /// Doubles the map (bounded by `maxGrowthStep`), with no transaction of this process active.

@@ -9,7 +9,7 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable, Equatable {
         fileprivate enum Kind: Hashable, Sendable {
             case mapFull, keyExists, readersFull, txnFull, cursorFull, pageFull, mapResized, incompatible
             case badReaderSlot, badTransaction, badValueSize, badDBI, corrupted, panic, versionMismatch
-            case invalid, tlsFull, dbsFull, notFound, busy, system(Int32), unknown(Int32), decoding
+            case invalid, tlsFull, dbsFull, notFound, busy, system(Int32), unknown(Int32), decoding, truncated
         }
         fileprivate var kind: Kind
 
@@ -23,6 +23,12 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable, Equatable {
         public static let readersFull = Code(kind: .readersFull)
         /// The file or its pages are corrupted.
         public static let corrupted = Code(kind: .corrupted)
+        /// The data file is shorter than its own header says (checked before the file is mapped).
+        public static let truncated = Code(kind: .truncated)
+        /// Not an LMDB data file.
+        public static let invalid = Code(kind: .invalid)
+        /// An LMDB data file of another data version.
+        public static let versionMismatch = Code(kind: .versionMismatch)
         /// The environment hit a fatal error and must be reopened.
         public static let panic = Code(kind: .panic)
         /// The file was written by an incompatible LMDB version or is not an LMDB file.
@@ -35,6 +41,12 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable, Equatable {
         public static let decoding = Code(kind: .decoding)
         /// An operating-system error (`errno`).
         public static func system(_ errno: Int32) -> Code { Code(kind: .system(errno)) }
+
+        /// The `errno` of a `.system` code, else `nil`.
+        public var systemErrno: Int32? {
+            if case .system(let e) = kind { return e }
+            return nil
+        }
 
         public var description: String {
             switch kind {
@@ -61,6 +73,7 @@ public struct LMDBError: Error, CustomStringConvertible, Sendable, Equatable {
             case .system(let e): "system(\(e))"
             case .unknown(let e): "unknown(\(e))"
             case .decoding: "decoding"
+            case .truncated: "truncated"
             }
         }
     }

@@ -120,6 +120,14 @@ public final class WriteTransaction: Transaction {
         public static let append = PutFlags(rawValue: UInt32(MDB_APPEND))
     }
 
+    /// Opens (creating when `create`) the named database inside this transaction, so a layout of several
+    /// databases can be created all at once. LMDB keeps the handle only if the transaction commits.
+    public func openHandle(_ name: String, create: Bool = true) throws -> DatabaseHandle {
+        var dbi: MDB_dbi = 0
+        try check(mdb_dbi_open(txn, name, create ? UInt32(MDB_CREATE) : 0, &dbi), "mdb_dbi_open \(name)")
+        return DatabaseHandle(dbi: dbi, name: name)
+    }
+
     /// Stores `value` under `key`.
     public func put(
         _ db: DatabaseHandle, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer, flags: PutFlags = []

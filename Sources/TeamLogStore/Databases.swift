@@ -16,35 +16,59 @@ struct Databases {
     /// The layout of the databases and records this build reads and writes.
     static let format: UInt64 = 1
 
-    init(env: Environment, create: Bool) throws {
+    /// Opens the databases of an existing store, or (`creating` a config) lays out a new one — every
+    /// database, the format marker and the settings — in **one** write transaction, so a store is either
+    /// absent or complete, whenever the process dies.
+    init(env: Environment, creating config: Config? = nil) throws {
+        if let config {
+            try env.write { txn in
+                let meta = Database<UTF8String, RawBytes>(try txn.openHandle("meta"))
+                for name in ["log", "opIds"] + ProjectionTable.allCases.map({ "p.\($0.rawValue)" }) {
+                    _ = try txn.openHandle(name)
+                }
+                try txn.put(meta, "format", BigEndianUInt64.encoded(Self.format))
+                try txn.put(meta, "config", Self.encode(config))
+            }
+        }
         // The format first, so an incompatible store is named as such rather than failing on a missing table.
         let meta: Database<UTF8String, RawBytes>
         do {
-            meta = try env.open("meta", create: create)
+            meta = try env.open("meta", create: false)
         } catch let error as LMDBError where error.code == .notFound {
-            throw StoreError("\(env.path) is not a teamlog store (no meta database)")
+            throw Self.notAStore(env, "no meta database", cause: error)
         }
         let stored = try env.read { txn in try txn.get(meta, "format") }
-        if let stored {
-            let version = stored.withUnsafeBytes { raw in (try? BigEndianUInt64.decode(raw)) ?? 0 }
-            guard version == Self.format else {
-                throw StoreError(
-                    "store \(env.path) has format \(version); this build reads format \(Self.format). Export it with "
-                        + "the teamlog that wrote it (`teamlog log`) and ingest that into a new store")
-            }
-        } else if create {
-            try env.write { txn in try txn.put(meta, "format", BigEndianUInt64.encoded(Self.format)) }
-        } else {
-            throw StoreError("store \(env.path) has no format marker: not a teamlog store, or one never written")
+        guard let stored else { throw Self.notAStore(env, "no format marker", cause: nil) }
+        let version = stored.withUnsafeBytes { raw in (try? BigEndianUInt64.decode(raw)) ?? 0 }
+        guard version == Self.format else {
+            throw StoreError(
+                code: .incompatibleFormat,
+                message: "store \(env.path) has format \(version); this build reads format \(Self.format). Export it "
+                    + "with the teamlog that wrote it (`teamlog log`) and ingest that into a new store", path: env.path)
         }
         self.meta = meta
-        log = try env.open("log", create: create)
-        opIds = try env.open("opIds", create: create)
-        var p: [ProjectionTable: DatabaseHandle] = [:]
-        for table in ProjectionTable.allCases {
-            p[table] = try env.openHandle("p.\(table.rawValue)", create: create)
+        do {
+            log = try env.open("log", create: false)
+            opIds = try env.open("opIds", create: false)
+            var p: [ProjectionTable: DatabaseHandle] = [:]
+            for table in ProjectionTable.allCases {
+                p[table] = try env.openHandle("p.\(table.rawValue)", create: false)
+            }
+            projections = p
+        } catch let error as LMDBError where error.code == .notFound {
+            throw Self.notAStore(env, "a database is missing", cause: error)
         }
-        projections = p
+    }
+
+    /// A directory whose LMDB file lacks teamlog's layout: never written, or not (or no longer) a store.
+    private static func notAStore(_ env: Environment, _ what: String, cause: (any Error)?) -> StoreError {
+        let message =
+            env.lastTransactionID == 0
+            ? "\(env.path) holds no teamlog store: its LMDB file was created but nothing was ever committed (an "
+                + "interrupted creation); a writer (`teamlog ingest`) creates the store there"
+            : "\(env.path) is not a teamlog store, or its LMDB header is damaged: its LMDB file (data.mdb) has "
+                + "\(what). Nothing was written to it"
+        return StoreError(code: .notAStore, message: message, cause: cause, path: env.path)
     }
 
     func projection(_ table: ProjectionTable) -> DatabaseHandle { projections[table]! }
@@ -81,12 +105,17 @@ struct Databases {
     }
 
     func writeConfig(_ env: Environment, _ c: Config) throws {
+        try env.write { txn in try txn.put(meta, "config", Self.encode(c)) }
+    }
+
+    /// The stored form of the settings (version byte first).
+    static func encode(_ c: Config) -> [UInt8] {
         var w = ByteWriter()
         w.u8(1)
         w.varint(UInt64(c.teamMaxMembers))
         w.varint(UInt64(c.superTeamMaxMembers))
         w.zigzag(c.membersSyncTimeoutMs)
-        try env.write { txn in try txn.put(meta, "config", w.bytes) }
+        return w.bytes
     }
 
     func writeCheckpoint(_ txn: WriteTransaction, _ m: Meta) throws {

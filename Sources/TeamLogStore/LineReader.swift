@@ -146,7 +146,7 @@ public struct LineReader {
             return 0
         }
         if errno == EINTR { return -1 }
-        throw StoreError("read failed: \(String(cString: strerror(errno)))")
+        throw StoreError(code: .io, message: "read failed: \(String(cString: strerror(errno)))", cause: SystemCallError("read", errno))
     }
 
     static func milliseconds() -> Int64 {

@@ -145,7 +145,10 @@ public final class Processor {
     private func startCommit(inPlace: Bool) throws {
         try finishInFlight()
         if store.pendingCount > 0 {
-            try inPlace ? store.commit() : store.beginCommit()
+            do { try inPlace ? store.commit() : store.beginCommit() } catch {
+                out.bytes.removeAll(keepingCapacity: true)  // this batch's records: it did not commit
+                throw error
+            }
             summary.commits += 1
         }
         inBatch = 0
@@ -153,9 +156,13 @@ public final class Processor {
         out.bytes.removeAll(keepingCapacity: true)
     }
 
-    /// Waits for the batch in flight, then prints its records.
+    /// Waits for the batch in flight, then prints its records — only if it committed: when the store
+    /// failed (that batch or an earlier one), its records are dropped and the failure thrown.
     private func finishInFlight() throws {
-        try store.finishCommit()
+        do { try store.finishCommit() } catch {
+            inFlightOut.removeAll(keepingCapacity: true)
+            throw error
+        }
         if !inFlightOut.isEmpty {
             let bytes = inFlightOut
             inFlightOut.removeAll(keepingCapacity: true)

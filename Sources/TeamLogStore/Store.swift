@@ -21,6 +21,9 @@ public final class Store {
         public var noSync: Bool = false
         /// Limits for a new store; an existing store keeps the ones it was created with.
         public var config: Config = Config()
+        /// Settings asked for explicitly: applied over `config` to a new store; an existing store with
+        /// other values is refused (`.configMismatch`).
+        public var requestedConfig = ConfigRequest()
         /// Open for queries only.
         public var readOnly: Bool = false
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
@@ -75,17 +78,34 @@ public final class Store {
         envOptions.mapSize = options.mapSize
         envOptions.noSync = options.noSync
         envOptions.readOnly = options.readOnly
+        try options.requestedConfig.validate()
         if !options.readOnly {
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
-                throw StoreError("cannot create store directory \(path): \(String(cString: strerror(errno)))")
+                throw StoreError.system("cannot create store directory \(path)", call: "mkdir", path: path)
             }
             writerLock = try WriterLock(directory: path, wait: options.waitForWriter)
         }
-        env = try Environment(path: path, options: envOptions)
-        dbs = try Databases(env: env, create: !options.readOnly)
+        do {
+            env = try Environment(path: path, options: envOptions)
+        } catch let error as LMDBError {
+            throw StoreError.opening(path, error)
+        }
+        // Only a data file LMDB has just initialized (none, empty, or never committed to — an interrupted
+        // creation) becomes a new store; anything else must already be one, or is refused untouched.
+        let requested = options.requestedConfig.applied(to: options.config)
+        let fresh = !options.readOnly && env.lastTransactionID == 0
+        dbs = try Databases(env: env, creating: fresh ? requested : nil)
         let meta = try dbs.readMeta(env)
-        var config = options.config
+        var config = requested
         if let stored = meta.config {
+            let differences = options.requestedConfig.differences(from: stored)
+            guard differences.isEmpty else {
+                throw StoreError(
+                    code: .configMismatch,
+                    message: "store \(path) was created with other settings, and its log was decided under them: "
+                        + differences.joined(separator: ", ") + ". Leave the options out, or create a new store",
+                    path: path)
+            }
             config = stored
         } else if !options.readOnly {
             try dbs.writeConfig(env, config)
@@ -115,8 +135,10 @@ public final class Store {
         }
         if verify, let problem = try problem ?? verifyChain() {
             failed = StoreError(
-                "the log's hash chain is broken at \(problem); refusing to append onto it. "
-                    + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild")
+                code: .brokenChain,
+                message: "the log's hash chain is broken at \(problem); refusing to append onto it. "
+                    + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild",
+                path: path)
         }
         world.clearChanges()
     }
@@ -135,7 +157,7 @@ public final class Store {
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
         try? finishCommit()  // never release the writer lock under a transaction still being written
-        failed = failed ?? StoreError("store was closed")
+        failed = failed ?? StoreError(code: .closed, message: "store \(env.path) was closed", path: env.path)
         lookup = nil
         writerLock?.release()
         writerLock = nil
@@ -210,20 +232,26 @@ public final class Store {
         try beginCommit(onThisThread: false)
     }
 
-    /// Waits for the batch started by `beginCommit`, if any; rethrows its failure.
+    /// Waits for the batch started by `beginCommit`, if any. Returns only when that batch is durable:
+    /// throws its failure, and once the store has failed (or was refused or closed) throws that on every
+    /// call, so no caller can take a batch that never committed for one that did.
     public func finishCommit() throws {
-        guard let job = inFlight else { return }
+        guard let job = inFlight else {
+            if let failed { throw failed }
+            return
+        }
         committer?.wait(job)
         inFlight = nil
         inFlightOpIds.removeAll(keepingCapacity: true)
         if let error = job.error {
-            let failure = StoreError("commit of seq \(committedSeq + 1)...\(job.checkpoint.lastSeq) failed: \(error)")
+            let failure = commitFailure(error, seqs: committedSeq + 1...max(committedSeq + 1, job.checkpoint.lastSeq))
             failed = failure
             throw failure
         }
         committedSeq = job.checkpoint.lastSeq
         lastHash = job.checkpoint.lastHash
-        try lookup?.renew()
+        // The batch is durable whatever happens here; a snapshot that cannot be renewed is taken afresh.
+        do { try lookup?.renew() } catch { lookup = nil }
     }
 
     /// Whether a batch is being written by the committer thread.

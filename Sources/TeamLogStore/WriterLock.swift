@@ -16,19 +16,20 @@ final class WriterLock {
     init(directory: String, wait: Bool) throws {
         let path = directory + "/writer.lock"
         fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw StoreError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw StoreError.system("cannot open \(path)", call: "open", path: path) }
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let holder = Self.readHolder(fd)
             guard wait, errno == EWOULDBLOCK || errno == EAGAIN else {
                 close(fd)
                 throw StoreError(
-                    "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
-                        + "one writer per store: wait for it to finish, or pass --wait")
+                    code: .writerBusy,
+                    message: "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
+                        + "one writer per store: wait for it to finish, or pass --wait", path: directory)
             }
             while flock(fd, LOCK_EX) != 0 {
                 if errno != EINTR {
                     close(fd)
-                    throw StoreError("cannot lock \(path): \(String(cString: strerror(errno)))")
+                    throw StoreError.system("cannot lock \(path)", call: "flock", path: path)
                 }
             }
         }

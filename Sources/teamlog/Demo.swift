@@ -23,6 +23,8 @@ struct Demo: ParsableCommand {
     @Option(help: "Keep the store at this path instead of a temporary directory.")
     var keep: String?
 
+    @OptionGroup var settings: SettingsOptions
+
     func run() throws {
         var template = Array("/tmp/teamlog-demo-XXXXXX".utf8CString)
         let path: String
@@ -45,7 +47,10 @@ struct Demo: ParsableCommand {
         for _ in 0..<ops { lines.append(Array(workload.next().utf8)) }
         let genSeconds = monotonicSeconds() - genStart
 
-        let store = try Store(path: path)
+        var storeOptions = Store.Options()
+        storeOptions.requestedConfig = settings.request
+        let store: Store
+        do { store = try Store(path: path, options: storeOptions) } catch { throw cannotOpen(path, error) }
         var options = Processor.Options()
         options.emit = .none
         let processor = Processor(store: store, options: options) { _ in }

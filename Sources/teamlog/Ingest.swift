@@ -37,6 +37,8 @@ struct Ingest: ParsableCommand {
     @Flag(help: "Wait for another writer of the store to finish instead of failing.")
     var wait = false
 
+    @OptionGroup var settings: SettingsOptions
+
     func run() throws {
         guard let emitMode = Processor.Emit(rawValue: emit) else {
             throw ValidationError("--emit must be all, events or none")
@@ -49,9 +51,10 @@ struct Ingest: ParsableCommand {
         var storeOpts = Store.Options()
         storeOpts.noSync = noSync
         storeOpts.waitForWriter = wait
+        storeOpts.requestedConfig = settings.request
         let store: Store
         do { store = try Store(path: storeOptions.path, options: storeOpts) } catch {
-            throw CLIError("cannot open store \(storeOptions.path): \(error)")
+            throw cannotOpen(storeOptions.path, error)
         }
         if let refusal = store.refusal {
             printErr("teamlog: \(refusal)")

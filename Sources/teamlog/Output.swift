@@ -1,3 +1,5 @@
+import TeamLogStore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -35,6 +37,11 @@ func printErr(_ text: String) { try? writeAll(2, Array((text + "\n").utf8)) }
 struct CLIError: Error, CustomStringConvertible {
     var description: String
     init(_ text: String) { description = text }
+}
+
+/// Why a store could not be opened: a `StoreError` names the store itself; anything else gets its path.
+func cannotOpen(_ path: String, _ error: any Error) -> CLIError {
+    error is StoreError ? CLIError("\(error)") : CLIError("cannot open store \(path): \(error)")
 }
 
 /// Seconds from a monotonic clock.

@@ -13,7 +13,7 @@ struct Repair: ParsableCommand {
         options.verifyChainAtOpen = false
         let store: Store
         do { store = try Store(path: storeOptions.path, options: options, loadState: false) } catch {
-            throw CLIError("cannot open store \(storeOptions.path): \(error)")
+            throw cannotOpen(storeOptions.path, error)
         }
         let report = try store.repair()
         if let p = report.problem {

@@ -36,7 +36,7 @@ func openForQuery(_ path: String) throws -> Store {
     do {
         return try Store(path: path, options: options, loadState: false)
     } catch {
-        throw CLIError("cannot open store \(path): \(error)")
+        throw cannotOpen(path, error)
     }
 }
 

@@ -170,6 +170,8 @@ import Testing
         #expect(message.contains("pid \(writer.pid)"), "the message names the holder: \(message)")
         #expect(elapsed < 5, "the second writer failed after \(elapsed) s, not at once")
         #expect(refused.lines.isEmpty)
+        let busy = #expect(throws: StoreError.self) { try Store(path: storePath) }
+        #expect(busy?.code == .writerBusy, "\(String(describing: busy))")
 
         // With --wait: blocks while the first writer keeps working, then runs against the state it left.
         let waiterErr = directory.child("waiter.err")

@@ -79,9 +79,8 @@ import Testing
         do {
             let store = try Store(path: built.storePath)
             defer { store.close() }
-            #expect(
-                store.refusal?.description.contains("refusing to append") == true,
-                "\(String(describing: store.refusal))")
+            #expect(store.refusal?.code == .brokenChain, "\(String(describing: store.refusal))")
+            #expect(store.refusal?.path == built.storePath)
             #expect(try store.verifyChain()?.seq == k)
             let audit = try store.audit()
             #expect(!audit.ok)
@@ -109,7 +108,7 @@ import Testing
             #expect(audit.chainProblem?.seq == k, "\(audit)")
             #expect(audit.chainProblem?.message.contains("record missing") == true, "\(audit)")
             #expect(try store.verifyChain()?.seq == k)
-            #expect(store.refusal != nil)
+            #expect(store.refusal?.code == .brokenChain, "\(String(describing: store.refusal))")
         }
         try Self.expectCLIAudit(built, names: k, "record missing")
         try Self.expectIngestRefused(built)

@@ -1,0 +1,79 @@
+import LMDB
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Naming what went wrong in words a user can act on: a damaged or foreign file at open, a full disk at
+/// commit.
+extension Store {
+    /// Below this many free bytes on the store's file system a failed write is put down to a full disk:
+    /// LMDB reports a short write as EIO, and one that ran out of room leaves less than its last chunk
+    /// (64 pages) free.
+    static let nearlyFullBytes: UInt64 = 1 << 20
+
+    /// The failure of the batch `seqs`: `.noSpace` when the file system is full, else `.commitFailed`.
+    func commitFailure(_ error: any Error, seqs: ClosedRange<UInt64>) -> StoreError {
+        let path = env.path
+        let batch = "commit of seq \(seqs.lowerBound)...\(seqs.upperBound) failed"
+        let kept = "nothing of that batch was stored or printed, and the store keeps every batch before it"
+        let again = "run the same input again: what was stored answers `duplicate`"
+        if let free = Self.outOfSpace(error, directory: path) {
+            return StoreError(
+                code: .noSpace,
+                message: "\(batch): no space left on device for store \(path) (\(free) bytes free); \(kept). "
+                    + "Free some space, then \(again)", cause: error, path: path)
+        }
+        return StoreError(
+            code: .commitFailed, message: "\(batch) on store \(path); \(kept). Once the cause is fixed, \(again)",
+            cause: error, path: path)
+    }
+
+    /// The free bytes of `directory`'s file system when `error` comes from it being full: ENOSPC or EDQUOT,
+    /// or another write error (LMDB turns a short write into EIO) on a file system with almost nothing free.
+    static func outOfSpace(_ error: any Error, directory: String) -> UInt64? {
+        guard let errno = (error as? LMDBError)?.code.systemErrno else { return nil }
+        var fs = statvfs()
+        guard statvfs(directory, &fs) == 0 else { return errno == ENOSPC || errno == EDQUOT ? 0 : nil }
+        let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        if errno == ENOSPC || errno == EDQUOT || free < nearlyFullBytes { return free }
+        return nil
+    }
+}
+
+extension StoreError {
+    /// The store's LMDB environment could not be opened: a damaged, short or foreign file is named as such
+    /// (LMDB's header is checked before the file is mapped, and nothing is written to it).
+    static func opening(_ path: String, _ error: LMDBError) -> StoreError {
+        let untouched = "it was not opened and nothing was written to it"
+        switch error.code {
+        case .truncated:
+            return StoreError(
+                code: .truncated,
+                message: "store file \(path)/data.mdb is truncated: \(error.message); \(untouched). Restore the store from a copy, "
+                    + "or rebuild it from the input", cause: error, path: path)
+        case .corrupted:
+            return StoreError(
+                code: .corrupted,
+                message: "store file \(path)/data.mdb has a damaged LMDB header: \(error.message); \(untouched). Restore the store "
+                    + "from a copy, or rebuild it from the input", cause: error, path: path)
+        case .invalid:
+            return StoreError(
+                code: .notAStore, message: "\(path) is not a teamlog store: data.mdb is \(error.message); \(untouched)",
+                cause: error, path: path)
+        case .versionMismatch, .incompatible:
+            return StoreError(
+                code: .incompatibleFormat, message: "store \(path) was written by an incompatible LMDB (\(error.message))",
+                cause: error, path: path)
+        case .system(ENOENT):
+            return StoreError(
+                code: .notAStore,
+                message: "no teamlog store at \(path) (no data file); `teamlog ingest --store \(path)` creates one",
+                cause: error, path: path)
+        default:
+            return StoreError(code: .lmdb, message: "cannot open store \(path)", cause: error, path: path)
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import LMDB
+import TeamLog
+import TeamLogStore
+import TeamLogWorkload
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A disk that fills up in the middle of an ingest (a small tmpfs): the failed batch prints nothing, the
+/// run exits 2 naming "no space left on device" and the store, the store audits clean, and once there is
+/// room the same input resumes it to exactly what one clean run stores.
+///
+/// Needs permission to mount a tmpfs (root); elsewhere the tests are skipped with that reason.
+@Suite(.serialized) struct DiskFullTests {
+    /// A tmpfs mounted on a temporary directory for the life of the value.
+    final class Tmpfs {
+        let directory = TemporaryDirectory("diskfull")
+        var path: String { directory.child("mnt") }
+        private var mounted = false
+
+        init?(size: String) {
+            mkdir(directory.child("mnt"), 0o755)
+            guard let run = try? ChildProcess.run(
+                "/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", directory.child("mnt")], timeout: 10),
+                run.status == .exited(0)
+            else { return nil }
+            mounted = true
+        }
+
+        func resize(_ size: String) throws {
+            let run = try ChildProcess.run("/bin/mount", ["-o", "remount,size=\(size)", path], timeout: 10)
+            #expect(run.status == .exited(0), "remount \(path)")
+        }
+
+        deinit {
+            if mounted { _ = try? ChildProcess.run("/bin/umount", ["-l", path], timeout: 10) }
+        }
+    }
+
+    /// Whether this process may mount a tmpfs (tried once).
+    static let canMount: Bool = Tmpfs(size: "1m") != nil
+
+    /// The issue's workload, smaller: message-heavy, so a 2 MiB tmpfs fills after a few thousand ops.
+    static func workload(_ count: Int) -> [UInt8] {
+        var o = MixedWorkload.Options()
+        o.seed = 21
+        o.users = 5000
+        o.teams = 150
+        o.maxTeam = 300
+        var w = MixedWorkload(options: o)
+        var bytes: [UInt8] = []
+        for _ in 0..<count { bytes += Array(w.next().utf8) + [0x0A] }
+        return bytes
+    }
+
+    enum Mode: String, CaseIterable, Sendable {
+        case batch, follow
+        var arguments: [String] { self == .batch ? ["--batch-size", "500"] : ["--follow", "--batch-size", "500"] }
+    }
+
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"), arguments: Mode.allCases)
+    func aFullDiskPrintsNothingOfTheFailedBatchAndResumes(mode: Mode) throws {
+        let fs = try #require(Tmpfs(size: "2m"))
+        let work = TemporaryDirectory("diskfull-input")
+        let input = work.child("w.jsonl")
+        try CrashSafetyTests.writeFile(input, Self.workload(6_000))
+        let store = fs.path + "/st"
+
+        // 1. The disk fills: exit 2, the cause named with the store's path, and only committed records printed.
+        let err = work.child("full.err")
+        let full = try ChildProcess.run(
+            TestSupport.teamlogExecutable,
+            ["ingest", mode == .follow ? "-" : input, "--store", store, "--emit", "events"] + mode.arguments,
+            stdin: mode == .follow ? input : nil, stderr: err, timeout: 120)
+        let message = CrashSafetyTests.readText(err)
+        #expect(full.status == .exited(2), "\(message)")
+        #expect(message.contains("no space left on device"), "\(message)")
+        #expect(message.contains(store), "\(message)")
+        let printed = full.lines.filter(CrashSafetyTests.isEvent)
+        let committed = try Self.checkpoint(store)
+        #expect(committed > 0 && committed < 6_000, "the disk filled in the middle (committed \(committed))")
+        #expect(UInt64(printed.count) == committed, "printed \(printed.count) events, the store holds \(committed)")
+
+        // 2. What is on disk is sound.
+        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", store], timeout: 60)
+        #expect(audit.status == .exited(0), "\(audit.lines)")
+
+        // 3. With room again the same input resumes: the stored ops answer duplicate, the rest are applied.
+        try fs.resize("64m")
+        let resumed = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", input, "--store", store, "--emit", "events"],
+            stderr: work.child("resume.err"), timeout: 120)
+        #expect(resumed.status == .exited(0), "\(CrashSafetyTests.readText(work.child("resume.err")))")
+        let clean = work.child("clean")
+        let reference = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", input, "--store", clean, "--emit", "none"], timeout: 120)
+        #expect(reference.status == .exited(0))
+        #expect(try Self.checkpoint(store) == Self.checkpoint(clean))
+        let final = try Store(path: store)
+        defer { final.close() }
+        #expect(try final.audit().ok)
+        let expected = try Store(path: clean)
+        defer { expected.close() }
+        #expect(try CrashSafetyTests.storedTables(final) == CrashSafetyTests.storedTables(expected))
+    }
+
+    /// The same through the API: `Processor.run` throws `.noSpace`, and its sink got only committed batches.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func processorThrowsNoSpaceAndSinksOnlyCommittedRecords() throws {
+        let fs = try #require(Tmpfs(size: "2m"))
+        let work = TemporaryDirectory("diskfull-api")
+        let input = work.child("w.jsonl")
+        try CrashSafetyTests.writeFile(input, Self.workload(6_000))
+        let path = fs.path + "/st"
+        var sunk: [UInt8] = []
+        var thrown: (any Error)?
+        do {
+            let store = try Store(path: path)
+            defer { store.close() }
+            var options = Processor.Options()
+            options.batchSize = 500
+            options.emit = .events
+            let processor = Processor(store: store, options: options) { sunk += $0 }
+            let fd = open(input, O_RDONLY)
+            defer { close(fd) }
+            var reader = LineReader(fd: fd, follow: false)
+            do { try processor.run(&reader) } catch { thrown = error }
+            #expect(throws: StoreError.self) { try store.finishCommit() }  // and it stays failed
+        }
+        let error = try #require(thrown as? StoreError, "\(String(describing: thrown))")
+        #expect(error.code == .noSpace, "\(error)")
+        #expect(error.path == path)
+        #expect(error.cause is LMDBError)
+        let events = String(decoding: sunk, as: UTF8.self).split(separator: "\n").filter {
+            CrashSafetyTests.isEvent(String($0))
+        }
+        #expect(UInt64(events.count) == (try Self.checkpoint(path)))
+    }
+
+    static func checkpoint(_ path: String) throws -> UInt64 {
+        var options = Store.Options()
+        options.readOnly = true
+        return try Store(path: path, options: options, loadState: false).checkpoint().seq
+    }
+}
