@@ -15,10 +15,18 @@
 @frozen
 public struct Id: Sendable {
     /// The id as text (its bytes are the identity).
-    public var string: String
+    public let string: String
+    /// Whether every byte is ASCII. Then canonical equivalence is byte equality, so `String`'s own
+    /// equality, hashing and order (fast paths of the standard library for ASCII) give the byte answers;
+    /// only ids with other bytes take the byte-wise paths. (Profiled: byte-wise comparison of every id
+    /// cost 5% more instructions per ingested op than `String`'s ASCII fast paths.)
+    @usableFromInline let isASCII: Bool
 
     @inlinable
-    public init(_ string: String) { self.string = string }
+    public init(_ string: String) {
+        self.string = string
+        isASCII = string.utf8.allSatisfy { $0 < 0x80 }
+    }
 
     /// The id's UTF-8 bytes.
     @inlinable
@@ -31,27 +39,28 @@ public struct Id: Sendable {
     /// Whether the id's bytes start with `prefix`'s.
     @inlinable
     public func hasPrefix(_ prefix: String) -> Bool { string.utf8.starts(with: prefix.utf8) }
-}
 
-extension Id: Equatable {
-    public static func == (lhs: Id, rhs: Id) -> Bool {
-        let a = lhs.string.utf8
-        let b = rhs.string.utf8
-        guard a.count == b.count else { return false }
-        if let equal = a.withContiguousStorageIfAvailable({ pa in
-            b.withContiguousStorageIfAvailable { pb in
-                pa.count == 0 || memcmp(pa.baseAddress!, pb.baseAddress!, pa.count) == 0
+    /// `memcmp` order of two strings' UTF-8 bytes: negative, zero or positive.
+    @usableFromInline
+    static func compareBytes(_ a: String, _ b: String) -> Int {
+        let ua = a.utf8
+        let ub = b.utf8
+        if let result = ua.withContiguousStorageIfAvailable({ pa in
+            ub.withContiguousStorageIfAvailable { pb -> Int in
+                let n = min(pa.count, pb.count)
+                let c = n == 0 ? 0 : Int(memcmp(pa.baseAddress!, pb.baseAddress!, n))
+                return c != 0 ? c : pa.count - pb.count
             }
-        }), let equal {
-            return equal
+        }), let result {
+            return result
         }
-        return a.elementsEqual(b)
+        for (x, y) in zip(ua, ub) where x != y { return Int(x) - Int(y) }
+        return ua.count - ub.count
     }
-}
 
-extension Id: Hashable {
-    public func hash(into hasher: inout Hasher) {
-        let u = string.utf8
+    @usableFromInline
+    static func hashBytes(_ s: String, into hasher: inout Hasher) {
+        let u = s.utf8
         let done: Void? = u.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
         if done == nil {
             for byte in u { hasher.combine(byte) }
@@ -60,31 +69,38 @@ extension Id: Hashable {
     }
 }
 
+extension Id: Equatable {
+    @inlinable
+    public static func == (lhs: Id, rhs: Id) -> Bool {
+        if lhs.isASCII && rhs.isASCII { return lhs.string == rhs.string }
+        return lhs.isASCII == rhs.isASCII && compareBytes(lhs.string, rhs.string) == 0
+    }
+}
+
+extension Id: Hashable {
+    @inlinable
+    public func hash(into hasher: inout Hasher) {
+        // Equal ids have equal bytes, hence the same `isASCII`, hence the same path.
+        if isASCII { hasher.combine(string) } else { Self.hashBytes(string, into: &hasher) }
+    }
+}
+
 extension Id: Comparable {
-    /// Byte order (for valid UTF-8, the order of Unicode scalar values).
+    /// Byte order (for valid UTF-8, the order of Unicode scalar values; for ASCII, `String`'s order).
+    @inlinable
     public static func < (lhs: Id, rhs: Id) -> Bool {
-        let a = lhs.string.utf8
-        let b = rhs.string.utf8
-        if let result = a.withContiguousStorageIfAvailable({ pa in
-            b.withContiguousStorageIfAvailable { pb -> Bool in
-                let n = min(pa.count, pb.count)
-                let c = n == 0 ? 0 : memcmp(pa.baseAddress!, pb.baseAddress!, n)
-                return c != 0 ? c < 0 : pa.count < pb.count
-            }
-        }), let result {
-            return result
-        }
-        return a.lexicographicallyPrecedes(b)
+        if lhs.isASCII && rhs.isASCII { return lhs.string < rhs.string }
+        return compareBytes(lhs.string, rhs.string) < 0
     }
 }
 
 extension Id: ExpressibleByStringLiteral, ExpressibleByStringInterpolation {
     @inlinable
-    public init(stringLiteral value: String) { self.string = value }
+    public init(stringLiteral value: String) { self.init(value) }
 
     @inlinable
     public init(stringInterpolation: DefaultStringInterpolation) {
-        self.string = String(stringInterpolation: stringInterpolation)
+        self.init(String(stringInterpolation: stringInterpolation))
     }
 }
 
