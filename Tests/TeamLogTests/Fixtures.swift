@@ -72,4 +72,20 @@ struct RuleCase: CustomTestStringConvertible, Sendable {
     }
 
     var testDescription: String { name }
+
+    /// Runs the case: an accepted op must have the effects SPEC gives it; a rejected one must leave a real
+    /// store as it was (no pending event, no changed record: all-or-nothing).
+    func check() throws {
+        var m = Machine(config: config)
+        m.setup(setup)
+        let before = m.world
+        let result = m.run(op)
+        #expect(result?.code == expect, "\(name): \(result.map { "\($0)" } ?? "accepted")")
+        if result == nil {
+            expectEffects(of: op, before: before, after: m.world, outputs: m.outputs, name)
+        } else {
+            let residue = try RejectionResidue.probe(setup: setup, line: op, config: config, now: m.now)
+            #expect(residue.rejection?.code == expect && residue.isClean, "\(name): \(residue)")
+        }
+    }
 }

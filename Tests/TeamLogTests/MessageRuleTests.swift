@@ -344,21 +344,8 @@ struct WorldSnapshot: Equatable {
         RuleCase("logout without device", [Msg.login("a")], op("client.logout", "a"), .missingField),
     ]
 
-    /// Runs a case: an accepted op must have the effects SPEC gives it; a rejected one must leave a real
-    /// store as it was (no pending event, no changed record: all-or-nothing).
-    func check(_ c: RuleCase) throws {
-        var m = Machine(config: c.config)
-        m.setup(c.setup)
-        let before = m.world
-        let result = m.run(c.op)
-        #expect(result?.code == c.expect, "\(c.name): \(result.map { "\($0)" } ?? "accepted")")
-        if result == nil {
-            expectEffects(of: c.op, before: before, after: m.world, outputs: m.outputs, c.name)
-        } else {
-            let residue = try RejectionResidue.probe(setup: c.setup, line: c.op, config: c.config, now: m.now)
-            #expect(residue.rejection?.code == c.expect && residue.isClean, "\(c.name): \(residue)")
-        }
-    }
+    /// Runs a case (`RuleCase.check`).
+    func check(_ c: RuleCase) throws { try c.check() }
 
     @Test(arguments: send) func messageSend(_ c: RuleCase) throws { try check(c) }
     @Test(arguments: p2p) func messageSendP2P(_ c: RuleCase) throws { try check(c) }
