@@ -16,6 +16,7 @@ let package = Package(
     products: [
         .library(name: "TeamLog", targets: ["TeamLog"]),
         .library(name: "TeamLogStore", targets: ["TeamLogStore"]),
+        .library(name: "TeamLogRuntime", targets: ["TeamLogRuntime"]),
         .library(name: "LMDB", targets: ["LMDB"]),
         .executable(name: "teamlog", targets: ["teamlog"]),
     ],
@@ -43,17 +44,28 @@ let package = Package(
         .target(name: "TeamLog", swiftSettings: swiftSettings),
         // MARK: Seeded workloads (demo, property tests, benchmarks)
         .target(name: "TeamLogWorkload", dependencies: ["TeamLog"], swiftSettings: swiftSettings),
-        // MARK: Storage shell
+        // MARK: Threads: starting, joining, a monitor and a chunk queue (used by the store and the runtime)
+        .target(name: "TeamLogThreads", swiftSettings: swiftSettings),
+        // MARK: Storage shell: the log, the projections and their schema
         .target(
             name: "TeamLogStore",
-            dependencies: ["LMDB", "TeamLog", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "LMDB", "TeamLog", "TeamLogThreads", .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // MARK: Processing runtime: line reading, the parse pipeline, the processor and the stream loop.
+        // Transports (HTTP, NATS) sit on top of it, never below.
+        .target(
+            name: "TeamLogRuntime",
+            dependencies: ["TeamLogStore", "TeamLog", "TeamLogThreads"],
             swiftSettings: swiftSettings
         ),
         // MARK: CLI
         .executableTarget(
             name: "teamlog",
             dependencies: [
-                "TeamLogStore", "TeamLog", "TeamLogWorkload",
+                "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -67,7 +79,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "teamlog-bench",
-            dependencies: ["TeamLog", "TeamLogStore", "TeamLogWorkload", "LMDB", "CSQLite"],
+            dependencies: ["TeamLog", "TeamLogStore", "TeamLogRuntime", "TeamLogWorkload", "LMDB", "CSQLite"],
             path: "tools/Bench",
             swiftSettings: swiftSettings
         ),
@@ -80,7 +92,7 @@ let package = Package(
         // MARK: Tests
         .target(
             name: "TestSupport",
-            dependencies: ["TeamLogStore", "TeamLog", "TeamLogWorkload", "LMDB"],
+            dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload", "LMDB"],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),
@@ -88,7 +100,7 @@ let package = Package(
         .testTarget(name: "TeamLogTests", dependencies: ["TeamLog", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TeamLogStoreTests",
-            dependencies: ["TeamLogStore", "TeamLog", "LMDB", "TestSupport"],
+            dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "LMDB", "TestSupport"],
             exclude: ["Corpus"],
             swiftSettings: swiftSettings
         ),

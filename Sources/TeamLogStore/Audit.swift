@@ -1,3 +1,4 @@
+import TeamLogThreads
 import Crypto
 import LMDB
 import TeamLog

@@ -1,3 +1,4 @@
+import TeamLogThreads
 import LMDB
 import TeamLog
 
@@ -95,7 +96,7 @@ final class Committer: @unchecked Sendable {
     private let monitor = Monitor()
     private var job: CommitJob?
     private var stopping = false
-    private var thread = pthread_t()
+    private var thread: JoinableThread?
 
     /// `nil` when no thread can be started (the store then commits in place).
     init?(env: Environment, dbs: Databases) {
@@ -142,6 +143,7 @@ final class Committer: @unchecked Sendable {
             stopping = true
             monitor.broadcast()
         }
-        pthread_join(thread, nil)
+        thread?.join()
+        thread = nil
     }
 }

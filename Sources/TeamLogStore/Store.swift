@@ -1,3 +1,4 @@
+import TeamLogThreads
 public import LMDB
 public import TeamLog
 

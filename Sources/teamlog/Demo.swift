@@ -1,5 +1,6 @@
 import ArgumentParser
 import TeamLog
+import TeamLogRuntime
 import TeamLogStore
 import TeamLogWorkload
 

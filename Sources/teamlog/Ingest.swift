@@ -1,5 +1,6 @@
 import ArgumentParser
 import TeamLog
+import TeamLogRuntime
 import TeamLogStore
 
 #if canImport(Glibc)

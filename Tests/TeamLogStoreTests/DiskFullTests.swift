@@ -1,5 +1,6 @@
 import LMDB
 import TeamLog
+import TeamLogRuntime
 import TeamLogStore
 import TeamLogWorkload
 import TestSupport

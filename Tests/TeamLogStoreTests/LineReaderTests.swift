@@ -1,4 +1,5 @@
 import TeamLog
+import TeamLogRuntime
 import TeamLogStore
 import TestSupport
 import Testing

@@ -1,4 +1,5 @@
 public import TeamLog
+public import TeamLogRuntime
 public import TeamLogStore
 import TeamLogWorkload
 

@@ -10,6 +10,7 @@
 
 import LMDB
 import TeamLog
+import TeamLogRuntime
 import TeamLogStore
 import TeamLogWorkload
 

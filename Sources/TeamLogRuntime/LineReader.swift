@@ -1,3 +1,4 @@
+import TeamLogStore
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

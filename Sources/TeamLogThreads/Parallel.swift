@@ -4,11 +4,20 @@
     import Darwin
 #endif
 
-// The store's few threads (the parser, the committer, the audit's second core) share these pieces:
-// starting a thread, a lock with a condition, and a bounded queue of chunks.
+// teamlog's few threads (the parser, the committer, the audit's second core) share these pieces:
+// starting a thread, a lock with a condition, and a bounded queue of chunks. The store and the runtime
+// both use them, so they live below both (as NIOConcurrencyHelpers does below NIOCore and NIOPosix).
 
-/// Starts a thread running `body`; `nil` when the system gives none. Join it with `pthread_join`.
-func startThread(_ body: @escaping () -> Void) -> pthread_t? {
+/// A started thread, to be joined once.
+public struct JoinableThread: @unchecked Sendable {
+    let handle: pthread_t
+
+    /// Waits for the thread to end.
+    public func join() { pthread_join(handle, nil) }
+}
+
+/// Starts a thread running `body`; `nil` when the system gives none.
+public func startThread(_ body: @escaping () -> Void) -> JoinableThread? {
     final class Box: @unchecked Sendable {
         let body: () -> Void
         init(_ body: @escaping () -> Void) { self.body = body }
@@ -25,18 +34,18 @@ func startThread(_ body: @escaping () -> Void) -> pthread_t? {
         box.release()
         return nil
     }
-    return thread
+    return JoinableThread(handle: thread)
 }
 
 /// Runs `second` on a new thread and `first` on this one, and returns both results when both are done
 /// (rethrowing the first error met). For splitting read-only work over the machine's two cores; the
 /// closures must not share mutable state.
-func inParallel<A, B>(_ first: () throws -> A, _ second: @escaping () throws -> B) throws -> (A, B) {
+public func inParallel<A, B>(_ first: () throws -> A, _ second: @escaping () throws -> B) throws -> (A, B) {
     let outcome = ThreadResult<B>()
     let thread = startThread { outcome.result = Result { try second() } }
     if thread == nil { outcome.result = Result { try second() } }  // no thread to be had: run it here
     let a = Result { try first() }
-    if let thread { pthread_join(thread, nil) }
+    thread?.join()
     return (try a.get(), try outcome.result!.get())
 }
 
@@ -46,11 +55,11 @@ private final class ThreadResult<B>: @unchecked Sendable {
 }
 
 /// A mutex with one condition variable.
-final class Monitor: @unchecked Sendable {
+public final class Monitor: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
 
-    init() {
+    public init() {
         mutex.initialize(to: pthread_mutex_t())
         cond.initialize(to: pthread_cond_t())
         pthread_mutex_init(mutex, nil)
@@ -65,26 +74,26 @@ final class Monitor: @unchecked Sendable {
     }
 
     /// Runs `body` holding the lock.
-    func locked<R>(_ body: () throws -> R) rethrows -> R {
+    public func locked<R>(_ body: () throws -> R) rethrows -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body()
     }
 
     /// Inside `locked`: waits until `ready` holds, releasing the lock while waiting.
-    func wait(until ready: () -> Bool) {
+    public func wait(until ready: () -> Bool) {
         while !ready() { pthread_cond_wait(cond, mutex) }
     }
 
     /// Inside `locked`: wakes every waiter.
-    func broadcast() { pthread_cond_broadcast(cond) }
+    public func broadcast() { pthread_cond_broadcast(cond) }
 }
 
 /// A bounded first-in first-out queue of chunks from one producing thread to one consuming thread.
 /// Either side may close it: the producer at its end (with its failure, if any), the consumer to stop
 /// the producer. The consumer can hand chunks back to be freed on the producer's thread (freeing
 /// thousands of strings was a real share of the consumer's work).
-final class ChunkQueue<T>: @unchecked Sendable {
+public final class ChunkQueue<T>: @unchecked Sendable {
     private let monitor = Monitor()
     private var chunks: [[T]] = []
     private var spent: [[T]] = []
@@ -92,13 +101,13 @@ final class ChunkQueue<T>: @unchecked Sendable {
     private var failure: (any Error)?
     private let depth: Int
 
-    init(depth: Int = 16) {
+    public init(depth: Int = 16) {
         self.depth = depth
     }
 
     /// Adds a chunk, waiting while the queue is full; false when the queue was closed (the consumer
     /// stopped). Frees the chunks handed back so far.
-    func push(_ chunk: [T]) -> Bool {
+    public func push(_ chunk: [T]) -> Bool {
         var garbage: [[T]] = []
         defer { garbage.removeAll() }  // outside the lock
         return monitor.locked {
@@ -112,7 +121,7 @@ final class ChunkQueue<T>: @unchecked Sendable {
     }
 
     /// No more chunks will come (`failure`: why the producer stopped early), or the consumer stops.
-    func close(failure: (any Error)? = nil) {
+    public func close(failure: (any Error)? = nil) {
         monitor.locked {
             closed = true
             self.failure = self.failure ?? failure
@@ -121,7 +130,7 @@ final class ChunkQueue<T>: @unchecked Sendable {
     }
 
     /// The next chunk, or `nil` once the queue is closed and empty; rethrows the producer's failure.
-    func pop() throws -> [T]? {
+    public func pop() throws -> [T]? {
         try monitor.locked {
             monitor.wait { !chunks.isEmpty || closed }
             if chunks.isEmpty {
@@ -134,7 +143,7 @@ final class ChunkQueue<T>: @unchecked Sendable {
     }
 
     /// Hands back a consumed chunk to be freed on the producer's thread.
-    func recycle(_ chunk: [T]) {
+    public func recycle(_ chunk: [T]) {
         monitor.locked { spent.append(chunk) }
     }
 }

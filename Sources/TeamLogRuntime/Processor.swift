@@ -1,3 +1,5 @@
+public import TeamLogStore
+import TeamLogThreads
 public import TeamLog
 
 #if canImport(Glibc)

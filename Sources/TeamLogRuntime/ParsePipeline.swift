@@ -1,3 +1,5 @@
+public import TeamLogStore
+import TeamLogThreads
 public import TeamLog
 
 #if canImport(Glibc)
@@ -41,7 +43,7 @@ final class ParsePipeline: @unchecked Sendable {
     private let queue = ChunkQueue<ParsedLine>()
     private var reader: LineReader
     private let chunkSize: Int
-    private var thread: pthread_t?
+    private var thread: JoinableThread?
 
     init(reader: LineReader, chunkSize: Int = 512) {
         self.reader = reader
@@ -83,7 +85,7 @@ final class ParsePipeline: @unchecked Sendable {
     /// Stops the producer (after a failure of the consumer) and waits for it.
     func finish() {
         queue.close()
-        if let thread { pthread_join(thread, nil) }
+        thread?.join()
         thread = nil
     }
 }
