@@ -4,7 +4,9 @@ import LMDB
 import TeamLog
 
 /// `teamlog audit`: verify the hash chain, replay the log into fresh projections and compare them with
-/// the stored ones, table by table, in one read snapshot (so it runs beside a live writer).
+/// the stored ones, table by table. It reads one snapshot of the projections and then one of the log
+/// (which can only be ahead of them), so it runs beside a live writer: the stored projections are
+/// compared with the replay through their checkpoint seq, and the rest of the log is chain-checked.
 public struct AuditReport: Sendable {
     /// One compared projection table.
     public struct TableResult: Sendable {
@@ -16,8 +18,10 @@ public struct AuditReport: Sendable {
         public var difference: String?
     }
 
-    /// Seq of the snapshot audited.
+    /// Seq of the projections audited (their checkpoint).
     public var seq: UInt64
+    /// Seq of the log's head in the snapshot audited.
+    public var headSeq: UInt64 = 0
     /// Events replayed.
     public var events: Int
     /// The hash chain's first problem, if any.
@@ -33,34 +37,73 @@ public struct AuditReport: Sendable {
 }
 
 extension Store {
-    /// Audits the committed store.
+    /// Audits the committed store: the stored projections against a replay through their checkpoint,
+    /// and the whole hash chain to the head.
     public func audit(progress: ((Int) -> Void)? = nil) throws -> AuditReport {
-        try env.read { txn in
-            let meta = try dbs.readMeta(txn)
-            if let report = try auditOnTwoCores(txn, meta: meta, progress: progress) { return report }
-            let replay = try replay(in: txn, progress: progress)
-            var report = AuditReport(
-                seq: meta.lastSeq, events: replay.events, chainProblem: replay.problem,
-                checkpointProblem: nil, tables: [])
-            if replay.problem == nil {
-                report.checkpointProblem =
-                    Self.checkpointProblem(meta, records: UInt64(replay.events), lastHash: replay.lastHash)?.message
+        // The writer's own store audits its committed state; and no checkpoint of this process may grow
+        // the projections' map while they are read.
+        if writerLock != nil && refusal == nil { try checkpointNow() }
+        finishCheckpoint()
+        return try projectionEnv.read { ptxn in
+            let checkpoint = try pdbs.readCheckpoint(ptxn)
+            return try env.read { txn in
+                let meta = try dbs.readMeta(txn)
+                var report: AuditReport
+                var hashAtCheckpoint: [UInt8]?
+                if let (twoCores, hash) = try auditOnTwoCores(txn, ptxn, checkpoint: checkpoint, progress: progress) {
+                    report = twoCores
+                    hashAtCheckpoint = hash
+                } else {
+                    let replay = try replay(in: txn, upTo: checkpoint.seq, progress: progress)
+                    report = AuditReport(
+                        seq: checkpoint.seq, events: replay.events, chainProblem: replay.problem,
+                        checkpointProblem: nil, tables: [])
+                    if replay.problem == nil {
+                        report.checkpointProblem = Self.positionProblem(
+                            checkpoint, records: UInt64(replay.events), lastHash: replay.lastHash)
+                        hashAtCheckpoint = replay.lastHash
+                    }
+                    let expected = ProjectionCodec.recordCounts(replay.world)
+                    for table in ProjectionTable.allCases {
+                        report.tables.append(
+                            try compareTable(table, world: replay.world, expected: expected[table] ?? 0, in: ptxn))
+                    }
+                }
+                report.headSeq = meta.lastSeq
+                // The log after the checkpoint: its chain, and the head naming its end.
+                if report.chainProblem == nil && report.checkpointProblem == nil, let hashAtCheckpoint {
+                    let tail = try walkChain(in: txn, after: checkpoint.seq, hash: hashAtCheckpoint) { _, _ in nil }
+                    report.chainProblem = tail.problem
+                    if tail.problem == nil {
+                        report.checkpointProblem =
+                            Self.checkpointProblem(meta, records: tail.last, lastHash: tail.hash)?.message
+                    }
+                }
+                return report
             }
-            let expected = ProjectionCodec.recordCounts(replay.world)
-            for table in ProjectionTable.allCases {
-                report.tables.append(
-                    try compareTable(table, world: replay.world, expected: expected[table] ?? 0, in: txn))
-            }
-            return report
         }
+    }
+
+    /// A projections' checkpoint that the log does not reach, or whose hash is not the log's at its seq.
+    static func positionProblem(_ checkpoint: Checkpoint, records: UInt64, lastHash: [UInt8]) -> String? {
+        if records != checkpoint.seq {
+            return "the projections are at seq \(checkpoint.seq) but the log ends at \(records)"
+        }
+        if lastHash != checkpoint.hash {
+            return "the projections' checkpoint hash differs from the log's at seq \(checkpoint.seq)"
+        }
+        return nil
     }
 
     /// The audit on two threads, each reading its own transaction on the same snapshot (same txn id): one
     /// walks the log, checking the hash chain and decoding events, while the other applies them; then the
     /// tables are compared, split between the two by size. `nil` (do it on one thread) when the second thread cannot get the same snapshot (a
     /// writer committed in between) or the log has a problem, whose report the one-thread path words.
-    private func auditOnTwoCores(_ txn: Transaction, meta: Meta, progress: ((Int) -> Void)?) throws -> AuditReport? {
+    private func auditOnTwoCores(
+        _ txn: Transaction, _ ptxn: Transaction, checkpoint: Checkpoint, progress: ((Int) -> Void)?
+    ) throws -> (AuditReport, [UInt8])? {
         let snapshot = txn.snapshotID
+        let projectionSnapshot = ptxn.snapshotID
         // The second thread walks the log (checking the chain) and decodes; this one applies.
         let decoded = ChunkQueue<Event>()
         let config = world.config
@@ -82,7 +125,7 @@ extension Store {
                     var chunk: [Event] = []
                     chunk.reserveCapacity(256)
                     var undecodable = false
-                    let walk = try self.walkChain(in: other) { seq, payload in
+                    let walk = try self.walkChain(in: other, upTo: checkpoint.seq) { seq, payload in
                         guard !undecodable, let event = try? EventCodec.decode(seq: seq, payload) else {
                             undecodable = true
                             return
@@ -99,8 +142,8 @@ extension Store {
             })
         guard let chain, chain.problem == nil, UInt64(replayed.events) == chain.records else { return nil }
         var report = AuditReport(
-            seq: meta.lastSeq, events: replayed.events, chainProblem: nil,
-            checkpointProblem: Self.checkpointProblem(meta, records: chain.records, lastHash: chain.lastHash)?.message,
+            seq: checkpoint.seq, events: replayed.events, chainProblem: nil,
+            checkpointProblem: Self.positionProblem(checkpoint, records: chain.records, lastHash: chain.lastHash),
             tables: [])
         let world = replayed.world
         let expected = ProjectionCodec.recordCounts(world)
@@ -116,17 +159,17 @@ extension Store {
             try tables.map { try self.compareTable($0, world: world, expected: expected[$0] ?? 0, in: txn) }
         }
         let (first, second) = try inParallel(
-            { try compare(groups[0], txn) },
+            { try compare(groups[0], ptxn) },
             {
-                try self.env.concurrentRead { other in
-                    other.snapshotID == snapshot ? try compare(groups[1], other) : nil
+                try self.projectionEnv.concurrentRead { other in
+                    other.snapshotID == projectionSnapshot ? try compare(groups[1], other) : nil
                 } ?? nil
             })
-        let results = first + (try second ?? compare(groups[1], txn))
+        let results = first + (try second ?? compare(groups[1], ptxn))
         for table in ProjectionTable.allCases {
             report.tables.append(results.first { $0.table == table.rawValue }!)
         }
-        return report
+        return (report, chain.lastHash)
     }
 
     /// Compares one table, naming a replayed record missing from the store when the counts differ.
@@ -205,7 +248,7 @@ extension Store {
         var hasher = SHA256()
         var count = 0
         var difference: String?
-        try txn.forEach(dbs.projection(table)) { key, value in
+        try txn.forEach(pdbs.table(table)) { key, value in
             count += 1
             var lengths = (UInt32(key.count), UInt32(value.count))
             withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }

@@ -1,38 +1,53 @@
-import TeamLogThreads
 import LMDB
 import TeamLog
+import TeamLogThreads
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
+/// A write transaction prepared on the store's thread, to be run by a `WriterThread` (or in place).
+/// Subclasses hold everything the transaction puts, so the writer never reads the changing state.
+class WriteJob: @unchecked Sendable {
+    /// Set by the writer when the transaction failed.
+    var error: (any Error)?
+    /// Set by the writer when the transaction ended (committed or failed).
+    var done = false
 
-/// One batch, encoded and ready to write: everything its write transaction puts, computed on the
-/// store's thread so the committer never reads the (changing) in-memory state.
+    /// Runs the transaction.
+    func write() throws { preconditionFailure("subclass") }
+
+    /// Frees what was written, on the writer's thread (freeing hundreds of thousands of small arrays was
+    /// a sixth of the store thread's work).
+    func dropRecords() {}
+
+    /// Runs the job on the calling thread.
+    func runInPlace() {
+        do { try write() } catch { self.error = error }
+        dropRecords()
+        done = true
+    }
+}
+
+/// One batch of the log, encoded and ready to write: its events, their opIds and the new head.
 ///
 /// (Encoding on the committer from a copy-on-write copy of the state was tried: fewer instructions on
 /// the store's thread, but the copies the next batch's changes then made cost as much as they saved.)
-final class CommitJob: @unchecked Sendable {
+final class CommitJob: WriteJob, @unchecked Sendable {
+    private let env: Environment
+    private let dbs: Databases
     /// Encoded events; `chain` appends each one's hash.
     private(set) var events: [(seq: UInt64, value: [UInt8])]
     private(set) var opIds: [Id: OpIdOutcome]
-    private(set) var changes: [(ProjectionTable, [UInt8], [UInt8]?)]
-    /// The checkpoint; its `lastHash` is the chain's hash after the batch once `chain` ran.
-    private(set) var checkpoint: Meta
+    /// The new head; its `lastHash` is the chain's hash after the batch once `chain` ran.
+    private(set) var head: Meta
     private var chained = false
-    /// Set by the committer when the transaction failed.
-    var error: (any Error)?
-    var done = false
 
     init(
-        events: [(seq: UInt64, value: [UInt8])], opIds: [Id: OpIdOutcome],
-        changes: [(ProjectionTable, [UInt8], [UInt8]?)], previousHash: [UInt8], lastSeq: UInt64, lastTs: Int64
+        env: Environment, dbs: Databases, events: [(seq: UInt64, value: [UInt8])], opIds: [Id: OpIdOutcome],
+        previousHash: [UInt8], lastSeq: UInt64, lastTs: Int64
     ) {
+        self.env = env
+        self.dbs = dbs
         self.events = events
         self.opIds = opIds
-        self.changes = changes
-        self.checkpoint = Meta(lastSeq: lastSeq, lastTs: lastTs, lastHash: previousHash, config: nil)
+        self.head = Meta(lastSeq: lastSeq, lastTs: lastTs, lastHash: previousHash, config: nil)
     }
 
     /// Appends to every event the hash chained on the one before it (off the store's thread: SHA-256
@@ -40,15 +55,66 @@ final class CommitJob: @unchecked Sendable {
     /// hashing at submit.
     private func chain() {
         guard !chained else { return }
-        var hash = checkpoint.lastHash
+        var hash = head.lastHash
         for i in events.indices {
             hash = events[i].value.withUnsafeBytes {
                 HashChain.next(previous: hash, seq: events[i].seq, payload: $0)
             }
             events[i].value.append(contentsOf: hash)
         }
-        checkpoint.lastHash = hash
+        head.lastHash = hash
         chained = true
+    }
+
+    /// The batch's one write transaction: events, opId index, head. Its fsync is the only durable
+    /// write on the path from a line to its records.
+    override func write() throws {
+        chain()
+        try env.write { txn in
+            for (seq, value) in events {
+                try txn.put(dbs.log.handle, key: BigEndianUInt64.encoded(seq), value: value, flags: .append)
+            }
+            for (opId, outcome) in opIds {
+                try txn.put(dbs.opIds, opId, outcome, flags: .noOverwrite)
+            }
+            try dbs.writeHead(txn, head)
+        }
+    }
+
+    override func dropRecords() {
+        events = []
+        opIds = [:]
+    }
+}
+
+/// The projection records changed since the last checkpoint (each once, encoded from the state at
+/// `seq`) and that position, written to the projection environment in one transaction — after the log
+/// batch that reaches `seq` is durable, so the projections are never ahead of the log.
+final class CheckpointJob: WriteJob, @unchecked Sendable {
+    private let env: Environment
+    private let dbs: ProjectionDatabases
+    private(set) var changes: [(ProjectionTable, [UInt8], [UInt8]?)]
+    /// Clear every table first (`changes` is then every record of the state).
+    private let replaceAll: Bool
+    /// The position; `hash` is taken from `after` once that batch is written.
+    private(set) var checkpoint: Checkpoint
+    /// The log batch that ends at `checkpoint.seq`, still being written when this job was made.
+    private let after: CommitJob?
+    /// Waits until `after` is written (or failed).
+    private let waitForLog: (CommitJob) -> Void
+
+    init(
+        env: Environment, dbs: ProjectionDatabases, changes: [(ProjectionTable, [UInt8], [UInt8]?)],
+        replaceAll: Bool = false, checkpoint: Checkpoint, after: CommitJob?,
+        waitForLog: @escaping (CommitJob) -> Void
+    ) {
+        self.env = env
+        self.dbs = dbs
+        self.changes = changes
+        self.replaceAll = replaceAll
+        self.checkpoint = checkpoint
+        self.after = after
+        self.waitForLog = waitForLog
     }
 
     /// Encodes the projection records `state` marks as changed: table, key and value (`nil`: delete).
@@ -60,59 +126,62 @@ final class CommitJob: @unchecked Sendable {
         return changes
     }
 
-    /// The batch's one write transaction: events, opId index, changed projections, checkpoint.
-    func write(env: Environment, dbs: Databases) throws {
-        chain()
-        try env.write { txn in
-            for (seq, value) in events {
-                try txn.put(dbs.log.handle, key: BigEndianUInt64.encoded(seq), value: value, flags: .append)
+    /// Every record of `state` (a full rewrite).
+    static func allRecords(of state: World) -> [(ProjectionTable, [UInt8], [UInt8]?)] {
+        var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
+        for (table, records) in ProjectionCodec.allRecords(state) {
+            for (key, value) in records { changes.append((table, key, value)) }
+        }
+        return changes
+    }
+
+    override func write() throws {
+        if let after {
+            waitForLog(after)
+            if let error = after.error {
+                throw StoreError(
+                    code: .commitFailed, message: "checkpoint skipped: its log batch did not commit", cause: error)
             }
-            for (opId, outcome) in opIds {
-                try txn.put(dbs.opIds, opId, outcome, flags: .noOverwrite)
+            checkpoint.hash = after.head.lastHash
+        }
+        try env.write { txn in
+            if replaceAll {
+                for table in ProjectionTable.allCases { try txn.clear(dbs.table(table)) }
             }
             for (table, key, value) in changes {
-                let db = dbs.projection(table)
+                let db = dbs.table(table)
                 if let value { try txn.put(db, key: key, value: value) } else { try txn.delete(db, key: key) }
             }
             try dbs.writeCheckpoint(txn, checkpoint)
         }
     }
 
-    /// Frees the written records (hundreds of thousands of small arrays in a big batch) on the thread
-    /// that wrote them: freeing them on the store's thread was a sixth of its work.
-    func dropRecords() {
-        events = []
-        opIds = [:]
-        changes = []
-    }
+    override func dropRecords() { changes = [] }
 }
 
-/// A thread that runs write transactions handed to it, one at a time, so the store's thread can decide
-/// and apply the next batch while the previous one is written and fsynced. It is still the one writer
-/// of the environment: the store hands over at most one batch and waits for it before the next.
-final class Committer: @unchecked Sendable {
-    private let env: Environment
-    private let dbs: Databases
+/// A thread that runs the write transactions handed to it, one at a time, so the store's thread can go
+/// on deciding and applying while they are written and fsynced. It is still the one writer of its
+/// environment: the store hands over at most one job and waits for it before the next. The store has
+/// one for the log (the committer) and one for the projections (the checkpointer).
+final class WriterThread: @unchecked Sendable {
     private let monitor = Monitor()
-    private var job: CommitJob?
+    private var job: WriteJob?
     private var stopping = false
     private var thread: JoinableThread?
 
-    /// `nil` when no thread can be started (the store then commits in place).
-    init?(env: Environment, dbs: Databases) {
-        self.env = env
-        self.dbs = dbs
+    /// `nil` when no thread can be started (the store then writes in place).
+    init?() {
         guard let started = startThread({ self.loop() }) else { return nil }
         thread = started
     }
 
     private func loop() {
-        while let current = monitor.locked({ () -> CommitJob? in
+        while let current = monitor.locked({ () -> WriteJob? in
             monitor.wait { job != nil || stopping }
             return job
         }) {
             var failure: (any Error)?
-            do { try current.write(env: env, dbs: dbs) } catch { failure = error }
+            do { try current.write() } catch { failure = error }
             current.dropRecords()
             monitor.locked {
                 current.error = failure
@@ -124,17 +193,22 @@ final class Committer: @unchecked Sendable {
     }
 
     /// Starts writing `job` (the previous one must be finished).
-    func start(_ job: CommitJob) {
+    func start(_ job: WriteJob) {
         monitor.locked {
-            precondition(self.job == nil, "one batch in flight at a time")
+            precondition(self.job == nil, "one job in flight at a time")
             self.job = job
             monitor.broadcast()
         }
     }
 
     /// Waits until `job` is written (or failed).
-    func wait(_ job: CommitJob) {
+    func wait(_ job: WriteJob) {
         monitor.locked { monitor.wait { job.done } }
+    }
+
+    /// Whether `job` is written (or failed), without waiting.
+    func isDone(_ job: WriteJob) -> Bool {
+        monitor.locked { job.done }
     }
 
     /// Ends the thread after the job in flight, if any.

@@ -1,20 +1,21 @@
 import LMDB
 import TeamLog
 
-/// The named databases of a store.
+/// The named databases of a store's log environment (the store directory itself).
 ///
 /// - `log`: big-endian seq → encoded event + chained hash (appended with `MDB_APPEND`)
 /// - `opIds`: opId → the first outcome: accepted seq, or the rejection (idempotent ingestion)
-/// - `meta`: `checkpoint` (last seq, time, hash) and `config`
-/// - `p.<table>`: the projections, one record per `ProjectionKey`
+/// - `meta`: `format`, `config` and `head` (the last committed seq, its time and chained hash)
+///
+/// The projections live in a second environment, `proj/` (`ProjectionDatabases`), written at checkpoints.
 struct Databases {
     let log: Database<BigEndianUInt64, RawBytes>
     let opIds: Database<IdCodec, OpIdOutcomeCodec>
     let meta: Database<UTF8String, RawBytes>
-    let projections: [ProjectionTable: DatabaseHandle]
 
-    /// The layout of the databases and records this build reads and writes.
-    static let format: UInt64 = 1
+    /// The layout of the databases and records this build reads and writes. 2: the log and the
+    /// projections in two environments (1 kept both in one).
+    static let format: UInt64 = 2
 
     /// Opens the databases of an existing store, or (`creating` a config) lays out a new one — every
     /// database, the format marker and the settings — in **one** write transaction, so a store is either
@@ -23,7 +24,7 @@ struct Databases {
         if let config {
             try env.write { txn in
                 let meta = Database<UTF8String, RawBytes>(try txn.openHandle("meta"))
-                for name in ["log", "opIds"] + ProjectionTable.allCases.map({ "p.\($0.rawValue)" }) {
+                for name in ["log", "opIds"] {
                     _ = try txn.openHandle(name)
                 }
                 try txn.put(meta, "format", BigEndianUInt64.encoded(Self.format))
@@ -50,11 +51,6 @@ struct Databases {
         do {
             log = try env.open("log", create: false)
             opIds = try env.open("opIds", create: false)
-            var p: [ProjectionTable: DatabaseHandle] = [:]
-            for table in ProjectionTable.allCases {
-                p[table] = try env.openHandle("p.\(table.rawValue)", create: false)
-            }
-            projections = p
         } catch let error as LMDBError where error.code == .notFound {
             throw Self.notAStore(env, "a database is missing", cause: error)
         }
@@ -71,8 +67,6 @@ struct Databases {
         return StoreError(code: .notAStore, message: message, cause: cause, path: env.path)
     }
 
-    func projection(_ table: ProjectionTable) -> DatabaseHandle { projections[table]! }
-
     func readMeta(_ env: Environment) throws -> Meta {
         try env.read { txn in try readMeta(txn) }
     }
@@ -80,14 +74,8 @@ struct Databases {
     func readMeta(_ txn: Transaction) throws -> Meta {
         do {
             var meta = Meta(lastSeq: 0, lastTs: 0, lastHash: HashChain.genesis, config: nil)
-            if let bytes = try txn.get(self.meta, "checkpoint") {
-                try bytes.withUnsafeBytes { raw in
-                    var r = ByteReader(raw)
-                    guard try r.u8() == 1 else { throw StoreError("unknown checkpoint version") }
-                    meta.lastSeq = try r.varint()
-                    meta.lastTs = try r.zigzag()
-                    meta.lastHash = Array(try r.raw(HashChain.size))
-                }
+            if let bytes = try txn.get(self.meta, "head") {
+                (meta.lastSeq, meta.lastTs, meta.lastHash) = try Self.decodePosition(bytes, what: "head")
             }
             if let bytes = try txn.get(self.meta, "config") {
                 try bytes.withUnsafeBytes { raw in
@@ -118,24 +106,26 @@ struct Databases {
         return w.bytes
     }
 
-    func writeCheckpoint(_ txn: WriteTransaction, _ m: Meta) throws {
-        var w = ByteWriter()
-        w.u8(1)
-        w.varint(m.lastSeq)
-        w.zigzag(m.lastTs)
-        w.raw(m.lastHash)
-        try txn.put(meta, "checkpoint", w.bytes)
+    /// Writes the head: the last committed seq, its time and chained hash (in the batch's transaction).
+    func writeHead(_ txn: WriteTransaction, _ m: Meta) throws {
+        try txn.put(meta, "head", Self.encodePosition(seq: m.lastSeq, ts: m.lastTs, hash: m.lastHash))
     }
 
-    /// Loads every stored projection record into `world`, teams first (members need their team).
-    func loadProjections(_ env: Environment, into world: inout World) throws {
-        try env.read { txn in
-            for table in ProjectionTable.allCases {
-                try txn.forEach(projection(table)) { key, value in
-                    try ProjectionCodec.restore(table, key: key, value: value, into: &world)
-                    return true
-                }
-            }
+    /// A log position (seq, event time, chained hash) as stored, version byte first.
+    static func encodePosition(seq: UInt64, ts: Int64, hash: [UInt8]) -> [UInt8] {
+        var w = ByteWriter()
+        w.u8(1)
+        w.varint(seq)
+        w.zigzag(ts)
+        w.raw(hash)
+        return w.bytes
+    }
+
+    static func decodePosition(_ bytes: [UInt8], what: String) throws -> (UInt64, Int64, [UInt8]) {
+        try bytes.withUnsafeBytes { raw in
+            var r = ByteReader(raw)
+            guard try r.u8() == 1 else { throw StoreError(code: .corrupted, message: "unknown \(what) version") }
+            return (try r.varint(), try r.zigzag(), Array(try r.raw(HashChain.size)))
         }
     }
 }

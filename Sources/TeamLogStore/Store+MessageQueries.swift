@@ -7,7 +7,7 @@ extension Store {
     /// `teamlog unread USER`: per conversation the unread count, read position and last message, and
     /// the total. Conversations are listed most recent first.
     public func unreadView(_ user: Id) throws -> JSONValue {
-        try env.read { txn in try unreadView(user, in: txn) }
+        try readProjections { txn in try unreadView(user, in: txn) }
     }
 
     /// The unread query inside a given snapshot.
@@ -15,7 +15,7 @@ extension Store {
         var rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)] = []
         let prefix = Array(user.utf8) + [0]
         var convs: [(ConvKey, UserConv)] = []
-        try txn.forEach(dbs.projection(.userConvs), from: prefix) { key, value in
+        try txn.forEach(pdbs.table(.userConvs), from: prefix) { key, value in
             guard key.starts(with: prefix) else { return false }
             var world = World()
             try ProjectionCodec.restore(.userConvs, key: key, value: value, into: &world)
@@ -43,9 +43,9 @@ extension Store {
 
     /// `teamlog receipts MESSAGE_ID`: read and unread receivers of a `needReceipt` team message, or `nil`.
     public func receiptsView(_ messageId: Id) throws -> JSONValue? {
-        try env.read { txn in
+        try readProjections { txn in
             try Array(messageId.utf8).withUnsafeBytes { key in
-                try txn.withValue(dbs.projection(.receipts), key: key) { value -> JSONValue? in
+                try txn.withValue(pdbs.table(.receipts), key: key) { value -> JSONValue? in
                     guard let value else { return nil }
                     var world = World()
                     try ProjectionCodec.restore(.receipts, key: key, value: value, into: &world)
@@ -57,9 +57,9 @@ extension Store {
 
     /// `teamlog message MESSAGE_ID`: a stored message (or tip), or `nil`.
     public func messageView(_ messageId: Id) throws -> JSONValue? {
-        try env.read { txn in
+        try readProjections { txn in
             try Array(messageId.utf8).withUnsafeBytes { key in
-                try txn.withValue(dbs.projection(.messages), key: key) { value -> JSONValue? in
+                try txn.withValue(pdbs.table(.messages), key: key) { value -> JSONValue? in
                     guard let value else { return nil }
                     let m = try ProjectionCodec.decodeMessage(value)
                     return m.json(id: messageId)
@@ -70,7 +70,7 @@ extension Store {
 
     private func sharedLast(_ txn: Transaction, _ conv: ConvKey) throws -> MessageRef? {
         try conv.bytes.withUnsafeBytes { key in
-            try txn.withValue(dbs.projection(.convs), key: key) { value -> MessageRef? in
+            try txn.withValue(pdbs.table(.convs), key: key) { value -> MessageRef? in
                 guard let value else { return nil }
                 var world = World()
                 try ProjectionCodec.restore(.convs, key: key, value: value, into: &world)
@@ -85,7 +85,7 @@ extension Store {
         var probe = prefix
         withUnsafeBytes(of: seq.bigEndian) { probe.append(contentsOf: $0) }
         probe.append(0)  // sorts after the entry for `seq` itself, before the next seq
-        return try txn.withCursor(dbs.projection(table)) { cursor in
+        return try txn.withCursor(pdbs.table(table)) { cursor in
             let entry = try cursor.seek(probe) != nil ? try cursor.previous() : try cursor.last()
             guard let (key, value) = entry, key.count == prefix.count + 8, key.starts(with: prefix) else { return 0 }
             var r = ByteReader(value)
@@ -98,9 +98,9 @@ extension Store {
 extension Store {
     /// `teamlog channel CHANNEL`: members and pending invitations, or `nil`.
     public func channelView(_ id: Id) throws -> JSONValue? {
-        try env.read { txn in
+        try readProjections { txn in
             try Array(id.utf8).withUnsafeBytes { key in
-                try txn.withValue(dbs.projection(.channels), key: key) { value -> JSONValue? in
+                try txn.withValue(pdbs.table(.channels), key: key) { value -> JSONValue? in
                     guard let value else { return nil }
                     return try ProjectionCodec.decodeChannel(id: id, value).json
                 }

@@ -5,23 +5,23 @@ public import TeamLog
 extension Store {
     /// `teamlog team TEAM`: the team and its members, or `nil` when there is no such team.
     public func teamView(_ id: Id) throws -> JSONValue? {
-        try env.read { txn in try teamView(id, in: txn) }
+        try readProjections { txn in try teamView(id, in: txn) }
     }
 
     /// The team query inside a given snapshot.
     public func teamView(_ id: Id, in txn: Transaction) throws -> JSONValue? {
         guard
             let (team, count) = try Array(id.utf8).withUnsafeBytes({ key in
-                try txn.withValue(dbs.projection(.teams), key: key) { value -> (TeamState, Int)? in
+                try txn.withValue(pdbs.table(.teams), key: key) { value -> (TeamState, Int)? in
                     guard let value else { return nil }
                     return try ProjectionCodec.decodeTeam(id: id, value)
                 }
             })
         else { return nil }
-        let lastTs = try dbs.readMeta(txn).lastTs
+        let lastTs = try pdbs.readCheckpoint(txn).ts
         var members: [Member] = []
         let prefix = ProjectionCodec.prefix(id)
-        try txn.forEach(dbs.projection(.members), from: prefix) { key, value in
+        try txn.forEach(pdbs.table(.members), from: prefix) { key, value in
             guard key.starts(with: prefix) else { return false }
             let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
             members.append(try ProjectionCodec.decodeMember(user: user, value))
@@ -31,8 +31,8 @@ extension Store {
         return team.json(memberCount: count, members: members, now: lastTs)
     }
 
-    /// Seq and time of the last committed event.
-    public func checkpoint() throws -> (seq: UInt64, ts: Int64) {
+    /// Seq and time of the last committed event (the log's head).
+    public func head() throws -> (seq: UInt64, ts: Int64) {
         let meta = try dbs.readMeta(env)
         return (meta.lastSeq, meta.lastTs)
     }

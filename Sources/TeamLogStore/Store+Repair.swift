@@ -43,8 +43,9 @@ extension Store {
         public var projectionRecords: Int
     }
 
-    /// Cuts the log before its first bad record (if any), drops the opIds of the removed events, and
-    /// rebuilds every projection table and the checkpoint from the remaining log, in one transaction.
+    /// Cuts the log before its first bad record (if any) and drops the opIds of the removed events, in one
+    /// transaction of the log; then rebuilds every projection table and their checkpoint from the
+    /// remaining log, in one transaction of the projections.
     /// Ops after the cut are lost from the store: feed them again (their opIds are free again).
     public func repair() throws -> RepairReport {
         let replay = try self.replay()
@@ -77,17 +78,25 @@ extension Store {
                 return true
             }
             for key in staleOpIds { try txn.delete(dbs.opIds.handle, key: key) }
+            try dbs.writeHead(
+                txn, Meta(lastSeq: keep, lastTs: replay.world.lastTs, lastHash: replay.lastHash, config: nil))
+        }
+        // Then the projections, at the cut (a crash in between leaves them ahead of the log, which an
+        // open refuses and a second repair mends).
+        finishCheckpoint()
+        let position = Checkpoint(seq: keep, ts: replay.world.lastTs, hash: replay.lastHash)
+        try projectionEnv.write { txn in
             for table in ProjectionTable.allCases {
-                let db = dbs.projection(table)
+                let db = pdbs.table(table)
                 try txn.clear(db)
                 for (key, value) in rebuilt[table] ?? [] {
                     try txn.put(db, key: key, value: value)
                     count += 1
                 }
             }
-            try dbs.writeCheckpoint(
-                txn, Meta(lastSeq: keep, lastTs: replay.world.lastTs, lastHash: replay.lastHash, config: nil))
+            try pdbs.writeCheckpoint(txn, position)
         }
+        checkpoint = position
         return RepairReport(
             problem: replay.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
     }

@@ -112,12 +112,12 @@ extension Store {
         }
     }
 
-    /// Every stored projection record, table by table, in key order.
+    /// Every stored projection record, table by table, in key order (`txn`: of `projectionEnv`).
     public func storedProjections(in txn: Transaction) throws -> [ProjectionTable: [([UInt8], [UInt8])]] {
         var out: [ProjectionTable: [([UInt8], [UInt8])]] = [:]
         for table in ProjectionTable.allCases {
             var rows: [([UInt8], [UInt8])] = []
-            try txn.forEach(dbs.projection(table)) { key, value in
+            try txn.forEach(pdbs.table(table)) { key, value in
                 rows.append((Array(key), Array(value)))
                 return true
             }

@@ -8,11 +8,16 @@ public import TeamLog
     import Darwin
 #endif
 
-/// The LMDB-backed event log with its stored projections and checkpoint.
+/// The LMDB-backed event log, with its projections kept as a checkpointed cache of it.
 ///
-/// One writer per environment: the owner of a `Store` submits ops (decide + apply in memory) and commits
-/// them in batches; each commit writes the batch's events, their opId index entries, every projection
-/// record they changed and the checkpoint in **one** write transaction, so a crash can never leave them apart.
+/// Two LMDB environments, one writer each. The log environment (the store directory) holds the events,
+/// the opId index and the head; a **group commit** appends a batch's events and opIds and fsyncs — the
+/// only durable write between reading a line and printing its records. The projection environment
+/// (`proj/`) holds the projection tables and the checkpoint they are at; every `checkpointOps` ops or
+/// `checkpointMs` ms the records changed since the last checkpoint (each once) are written there with
+/// the new checkpoint in one transaction, by a second writer thread, after the log batch they reach is
+/// durable. Opening the store loads the projections and replays the log after their checkpoint, so a
+/// crash at any point recovers exactly (docs/store-design.md).
 public final class Store {
     /// How to open a store.
     public struct Options: Sendable {
@@ -29,9 +34,15 @@ public final class Store {
         public var readOnly: Bool = false
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
         public var waitForWriter: Bool = false
-        /// Verify the whole hash chain when opening for writing (a hash-only scan, ~GB/s); a broken chain
-        /// makes the store refuse to append until `repair`.
-        public var verifyChainAtOpen: Bool = true
+        /// Verify the whole hash chain when opening for writing (a hash-only scan of every record). Off by
+        /// default: a writer verifies the log after the projections' checkpoint as it replays it, checks
+        /// that the checkpoint's hash is the log's at that seq, and chains every batch it appends; `audit`
+        /// verifies the whole chain. A broken chain makes the store refuse to append until `repair`.
+        public var verifyChainAtOpen: Bool = false
+        /// Write a checkpoint after this many ops since the last one (at a commit).
+        public var checkpointOps: Int = 100_000
+        /// Write a checkpoint at the first commit this many ms after the last one.
+        public var checkpointMs: Int = 1_000
 
         public init() {}
     }
@@ -48,21 +59,29 @@ public final class Store {
         case rejectedAfterSync(Rejection, sync: Event, outputs: [Output])
     }
 
-    /// The LMDB environment (one directory).
+    /// The log's LMDB environment (the store directory).
     public let env: Environment
     let dbs: Databases
+    /// The projections' LMDB environment (`proj/` in the store directory).
+    public let projectionEnv: Environment
+    let pdbs: ProjectionDatabases
     /// The projected state after every submitted op (committed or pending).
-    public private(set) var world: World
+    public internal(set) var world: World
     /// Hash of the last committed record.
     public private(set) var lastHash: [UInt8]
     /// Seq of the last committed event.
     public private(set) var committedSeq: UInt64
+    /// The position of the stored projections (the last checkpoint written, or being written).
+    public internal(set) var checkpoint: Checkpoint
+    /// Events replayed from the log after the checkpoint when the store was opened.
+    public private(set) var replayedAtOpen: Int = 0
+    let options: Options
 
     private var pendingEvents: [(seq: UInt64, value: [UInt8])] = []
     private var pendingOpIds: [Id: OpIdOutcome] = [:]
     private var pendingOutputsScratch: [Output] = []
     private var failed: StoreError?
-    private var writerLock: WriterLock?
+    private(set) var writerLock: WriterLock?
     /// A read snapshot kept for opId lookups between commits (renewed after each one).
     private var lookup: ReadSnapshot?
     /// The batch the committer thread is writing, if any, and its opId outcomes (still answered from
@@ -70,7 +89,17 @@ public final class Store {
     private var inFlight: CommitJob?
     private var inFlightOpIds: [Id: OpIdOutcome] = [:]
     /// Started by the first `beginCommit`.
-    private var committer: Committer?
+    private(set) var committer: WriterThread?
+    /// Writes checkpoints (started by the first one); `inFlightCheckpoint` is the one it is writing.
+    var checkpointer: WriterThread?
+    var inFlightCheckpoint: CheckpointJob?
+    /// Ops submitted since the last checkpoint began, and when (monotonic ms) it began.
+    var opsSinceCheckpoint = 0
+    var lastCheckpointMs: Int64 = 0
+    /// The last checkpoint failed: the next one rewrites every table.
+    var checkpointFailed = false
+    /// Why the last checkpoint failed, if it did (the log is unaffected).
+    public internal(set) var lastCheckpointError: (any Error)?
 
     /// Opens (creating when missing) the store in directory `path` and loads its projections.
     /// With `loadState` false (queries) the projections stay on disk and `world` holds only the checkpoint.
@@ -95,7 +124,14 @@ public final class Store {
         // creation) becomes a new store; anything else must already be one, or is refused untouched.
         let requested = options.requestedConfig.applied(to: options.config)
         let fresh = !options.readOnly && env.lastTransactionID == 0
-        dbs = try Databases(env: env, creating: fresh ? requested : nil)
+        // An existing store's log is checked first (a foreign directory is refused untouched); a new store's
+        // projection environment is made first and its log layout last, so a store whose log exists always
+        // has its projections (a kill in between leaves no store at all).
+        let projPath = path + "/" + ProjectionDatabases.directory
+        let existing = fresh ? nil : try Databases(env: env, creating: nil)
+        let (projEnv, projDbs) = try Self.openProjections(projPath, options: envOptions, readOnly: options.readOnly)
+        (projectionEnv, pdbs) = (projEnv, projDbs)
+        dbs = try existing ?? Databases(env: env, creating: requested)
         let meta = try dbs.readMeta(env)
         var config = requested
         if let stored = meta.config {
@@ -114,34 +150,83 @@ public final class Store {
         world = World(config: config)
         lastHash = meta.lastHash
         committedSeq = meta.lastSeq
-        world.lastSeq = meta.lastSeq
-        world.lastTs = meta.lastTs
-        let verify = !options.readOnly && options.verifyChainAtOpen
-        var problem: ChainProblem??  // checked already (the outer optional) and what was found
-        if loadState {
-            var loaded = world
-            if verify {
-                // Two cores: the chain is checked while the projections load, each in its own read
-                // transaction. This process holds the writer lock, so both see the same data; the
-                // empty read first adopts a map another process grew, before two transactions are open.
-                try env.read { _ in }
-                (_, problem) = try inParallel(
-                    { try self.dbs.loadProjections(self.env, into: &loaded) },
-                    { try self.env.concurrentRead { txn in try self.chainProblem(in: txn) } })
-            } else {
-                try dbs.loadProjections(env, into: &loaded)
-            }
-            world = loaded
-            world.finishRestore()
+        self.options = options
+
+        // The projections: opened (created when missing, or rebuilt when made by another format), then
+        // loaded at their checkpoint.
+        var loaded = World(config: config)
+        let stored = try projEnv.read { txn in
+            let stored = try projDbs.readCheckpoint(txn)
+            if loadState { try projDbs.loadProjections(txn, into: &loaded) }
+            return stored
         }
-        if verify, let problem = try problem ?? verifyChain() {
+        checkpoint = stored
+        loaded.lastSeq = stored.seq
+        loaded.lastTs = stored.ts
+        world = loaded
+        if loadState { world.finishRestore() }
+        lastCheckpointMs = LogClock.milliseconds()
+
+        if loadState {
+            // The log after the checkpoint: its chain continues from the checkpoint's hash, and applying it
+            // brings the projections to the head. What it changes goes into the next checkpoint.
+            if stored.seq > meta.lastSeq {
+                failed = StoreError(
+                    code: .brokenChain,
+                    message: "the projections in \(projPath) are at seq \(stored.seq) but the log ends at "
+                        + "\(meta.lastSeq); run `teamlog repair` to rebuild them from the log", path: path)
+            } else {
+                let tail = try replayTail(from: stored, to: meta)
+                replayedAtOpen = tail.events
+                if let problem = tail.problem {
+                    failed = StoreError(
+                        code: .brokenChain,
+                        message: "the log's hash chain is broken at \(problem); refusing to append onto it. "
+                            + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild",
+                        path: path)
+                }
+            }
+        }
+        if failed == nil && !options.readOnly && options.verifyChainAtOpen, let problem = try verifyChain() {
             failed = StoreError(
                 code: .brokenChain,
                 message: "the log's hash chain is broken at \(problem); refusing to append onto it. "
                     + "Run `teamlog audit` for details and `teamlog repair` to cut the log there and rebuild",
                 path: path)
         }
-        world.clearChanges()
+    }
+
+    /// Opens the projection environment at `path`, creating it when missing (or when it holds nothing, or
+    /// another format: it is a cache of the log, rebuilt from seq 1 then).
+    private static func openProjections(_ path: String, options: Environment.Options, readOnly: Bool) throws
+        -> (Environment, ProjectionDatabases)
+    {
+        if !readOnly && mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw StoreError.system("cannot create projection directory \(path)", call: "mkdir", path: path)
+        }
+        let env: Environment
+        do { env = try Environment(path: path, options: options) } catch let error as LMDBError {
+            if readOnly, case .system(ENOENT) = error.code {
+                throw StoreError(
+                    code: .notAStore,
+                    message: "the store's projections (\(path)) are missing; a writer (`teamlog ingest`) rebuilds them "
+                        + "from the log", cause: error, path: path)
+            }
+            throw StoreError.opening(path, error)
+        }
+        if readOnly { return (env, try ProjectionDatabases(env: env, create: false)) }
+        if env.lastTransactionID == 0 { return (env, try ProjectionDatabases(env: env, create: true)) }
+        do {
+            return (env, try ProjectionDatabases(env: env, create: false))
+        } catch let error as StoreError where error.code == .incompatibleFormat || error.code == .notAStore {
+            // Not ours to keep: drop every table and start again from seq 1.
+            try env.write { txn in
+                for name in ["meta"] + ProjectionTable.allCases.map({ "p.\($0.rawValue)" }) {
+                    if let db = try? txn.openHandle(name, create: false) { try txn.clear(db) }
+                }
+            }
+            return (env, try ProjectionDatabases(env: env, create: true))
+        }
     }
 
     /// Whether accepted messages produce `delivery` outputs with user lists (`--emit all`); the state is
@@ -158,6 +243,11 @@ public final class Store {
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
         try? finishCommit()  // never release the writer lock under a transaction still being written
+        // A clean stop leaves the projections at the head, so the next open replays nothing.
+        if failed == nil && writerLock != nil && pendingEvents.isEmpty && pendingOpIds.isEmpty {
+            try? checkpointNow()
+        }
+        finishCheckpoint()
         failed = failed ?? StoreError(code: .closed, message: "store \(env.path) was closed", path: env.path)
         lookup = nil
         writerLock?.release()
@@ -178,6 +268,7 @@ public final class Store {
             case .rejected(let rejection): return .rejectedBefore(rejection)
             }
         }
+        opsSinceCheckpoint += 1
         switch world.decide(op, now: now) {
         case .failure(let rejection):
             if let opId = op.opId { pendingOpIds[opId] = .rejected(rejection) }
@@ -245,12 +336,12 @@ public final class Store {
         inFlight = nil
         inFlightOpIds.removeAll(keepingCapacity: true)
         if let error = job.error {
-            let failure = commitFailure(error, seqs: committedSeq + 1...max(committedSeq + 1, job.checkpoint.lastSeq))
+            let failure = commitFailure(error, seqs: committedSeq + 1...max(committedSeq + 1, job.head.lastSeq))
             failed = failure
             throw failure
         }
-        committedSeq = job.checkpoint.lastSeq
-        lastHash = job.checkpoint.lastHash
+        committedSeq = job.head.lastSeq
+        lastHash = job.head.lastHash
         // The batch is durable whatever happens here; a snapshot that cannot be renewed is taken afresh.
         do { try lookup?.renew() } catch { lookup = nil }
     }
@@ -261,32 +352,28 @@ public final class Store {
     private func beginCommit(onThisThread: Bool) throws {
         if let failed { throw failed }
         try finishCommit()
-        guard !pendingEvents.isEmpty || !world.dirty.isEmpty || !world.appended.isEmpty || !pendingOpIds.isEmpty
-        else { return }
-        // Encoded here, before the transaction (`write` may run its body again after growing the map),
-        // from one borrowed copy of the state: reading the property per key copied it per record.
-        let snapshot = world
+        guard !pendingEvents.isEmpty || !pendingOpIds.isEmpty else { return }
         let job = CommitJob(
-            events: pendingEvents, opIds: pendingOpIds, changes: CommitJob.changes(of: snapshot),
-            previousHash: lastHash, lastSeq: world.lastSeq, lastTs: world.lastTs)
+            env: env, dbs: dbs, events: pendingEvents, opIds: pendingOpIds, previousHash: lastHash,
+            lastSeq: world.lastSeq, lastTs: world.lastTs)
         // No read transaction of this process may be open while the writer grows the map; lookups use
         // short transactions until the batch is done.
         lookup?.reset()
-        if !onThisThread && committer == nil { committer = Committer(env: env, dbs: dbs) }
+        if !onThisThread && committer == nil { committer = WriterThread() }
         if !onThisThread, let committer {
             committer.start(job)
         } else {  // in place (also when no committer thread could be started)
-            do { try job.write(env: env, dbs: dbs) } catch { job.error = error }
-            job.done = true
+            job.runInPlace()
         }
         inFlight = job
         swap(&inFlightOpIds, &pendingOpIds)
-        world.clearChanges()
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
+        if checkpointDue { startCheckpoint(after: job) }
     }
 
     deinit {
         committer?.stop()  // after the batch in flight, if any
+        checkpointer?.stop()
     }
 }

@@ -38,6 +38,18 @@ struct Ingest: ParsableCommand {
     @Flag(help: "Wait for another writer of the store to finish instead of failing.")
     var wait = false
 
+    @Flag(
+        help:
+            "Verify the whole log's hash chain before appending (an open otherwise checks only the log after the projections' checkpoint; `audit` checks it all)."
+    )
+    var verifyChain = false
+
+    @Option(help: "Write the projections' checkpoint after this many ops (the log is durable at every commit).")
+    var checkpointOps: Int = Store.Options().checkpointOps
+
+    @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
+    var checkpointMs: Int = Store.Options().checkpointMs
+
     @OptionGroup var settings: SettingsOptions
 
     func run() throws {
@@ -45,14 +57,20 @@ struct Ingest: ParsableCommand {
             throw ValidationError("--emit must be all, events or none")
         }
         guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
+        guard checkpointOps > 0, checkpointMs >= 0 else {
+            throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
+        }
         let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
 
         var storeOpts = Store.Options()
         storeOpts.noSync = noSync
+        storeOpts.verifyChainAtOpen = verifyChain
         storeOpts.waitForWriter = wait
         storeOpts.requestedConfig = settings.request
+        storeOpts.checkpointOps = checkpointOps
+        storeOpts.checkpointMs = checkpointMs
         let store: Store
         do { store = try Store(path: storeOptions.path, options: storeOpts) } catch {
             throw cannotOpen(storeOptions.path, error)
@@ -77,6 +95,12 @@ struct Ingest: ParsableCommand {
         } catch {
             printErr("teamlog: store failure: \(error)")
             throw ExitCode(2)
+        }
+        store.close()  // a last checkpoint: the next open replays nothing
+        if let error = store.lastCheckpointError {
+            printErr(
+                "teamlog: warning: the projections' checkpoint could not be written (\(error)); the log holds every "
+                    + "op, and the next open replays them into the projections")
         }
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         let s = processor.summary

@@ -33,7 +33,7 @@ struct Info: ParsableCommand {
 
     func run() throws {
         let store = try openForQuery(storeOptions.path)
-        let checkpoint = try store.checkpoint()
+        let checkpoint = try store.head()
         let config = store.world.config
         let header = store.env.header
         if json {

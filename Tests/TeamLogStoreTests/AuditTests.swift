@@ -27,7 +27,7 @@ import Testing
     /// Edits one projection table of the closed store directly (handles are opened before the write
     /// transaction: opening one is itself a write, and LMDB's writer lock does not nest).
     func edit(_ h: StoreHarness, _ table: String, _ body: (WriteTransaction, DatabaseHandle) throws -> Void) throws {
-        let env = try Environment(path: h.path)
+        let env = try Environment(path: h.path + "/proj")  // the projections environment
         let db = try env.openHandle(table, create: false)
         try env.write { txn in try body(txn, db) }
     }

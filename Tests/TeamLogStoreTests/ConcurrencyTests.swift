@@ -59,25 +59,32 @@ import Testing
         }
     }
 
+    /// Handles in the log environment (`log`) and the projections' (`meta`, `teams`, `members`).
     struct Handles {
         let meta: Database<UTF8String, RawBytes>
         let log: DatabaseHandle
         let teams: DatabaseHandle
         let members: DatabaseHandle
 
-        init(_ env: Environment) throws {
-            meta = try env.open("meta", create: false)
-            log = try env.openHandle("log", create: false)
-            teams = try env.openHandle("p.teams", create: false)
-            members = try env.openHandle("p.members", create: false)
+        init(_ store: Store) throws {
+            meta = try store.projectionEnv.open("meta", create: false)
+            log = try store.env.openHandle("log", create: false)
+            teams = try store.projectionEnv.openHandle("p.teams", create: false)
+            members = try store.projectionEnv.openHandle("p.members", create: false)
         }
 
-        func answers(_ store: Store, _ txn: Transaction) throws -> Answers {
+        /// The answers in a snapshot of each environment (`txn`: the log's; `ptxn`: the projections').
+        func answers(_ store: Store, _ txn: Transaction, _ ptxn: Transaction) throws -> Answers {
             Answers(
-                team: try store.teamView("c0", in: txn)?.jsonString,
-                checkpoint: try txn.get(meta, "checkpoint"),
+                team: try store.teamView("c0", in: ptxn)?.jsonString,
+                checkpoint: try ptxn.get(meta, "checkpoint"),
                 lastSeq: try txn.last(log).map { try $0.key.withUnsafeBytes { try BigEndianUInt64.decode($0) } },
-                teams: try txn.stat(teams).entries, members: try txn.stat(members).entries)
+                teams: try ptxn.stat(teams).entries, members: try ptxn.stat(members).entries)
+        }
+
+        /// The answers in fresh snapshots.
+        func answers(_ store: Store) throws -> Answers {
+            try store.projectionEnv.read { ptxn in try store.env.read { txn in try answers(store, txn, ptxn) } }
         }
     }
 
@@ -96,14 +103,14 @@ import Testing
         var options = Store.Options()
         options.readOnly = true
         let store = try Store(path: storePath, options: options, loadState: false)
-        let handles = try Handles(store.env)
+        let handles = try Handles(store)
         // A reader in another process too: it must not hold the writer up either.
         let holder = try ChildProcess(TestSupport.teamlogExecutable, ["debug-hold-reader", "--store", storePath])
         try #require(try holder.waitForOutput(containing: "ready", timeout: 30))
 
         let errPath = directory.child("bulk.err")
-        try store.env.read { txn in
-            let before = try handles.answers(store, txn)
+        try store.projectionEnv.read { ptxn in try store.env.read { txn in
+            let before = try handles.answers(store, txn, ptxn)
             #expect(before.lastSeq == 1_000)
             #expect(before.teams == 550, "c0…c499 and d500, d510, … d990")
             let ingest = try ChildProcess.run(
@@ -111,17 +118,17 @@ import Testing
                 stderr: errPath, timeout: 300)
             #expect(ingest.status == .exited(0), "\(CrashSafetyTests.readText(errPath))")
             #expect(CrashSafetyTests.readText(errPath).hasPrefix("accepted 100000, rejected 0,"))
-            let after = try handles.answers(store, txn)
+            let after = try handles.answers(store, txn, ptxn)
             #expect(after == before, "the snapshot changed under its reader")
-        }
+        } }
         holder.kill(SIGKILL)
         holder.wait()
 
         // A fresh snapshot sees the ingest.
-        let fresh = try store.env.read { txn in try handles.answers(store, txn) }
+        let fresh = try handles.answers(store)
         #expect(fresh.lastSeq == 101_000)
         #expect(fresh.teams == 550 + 10_000)
-        #expect(try store.checkpoint().seq == 101_000)
+        #expect(try store.head().seq == 101_000)
         let c0 = try #require(try store.teamView("c0"))
         #expect(c0["name"]?.stringValue == "C 0 v100009", "the last update of c0 is op 100009")
         #expect(c0["intro"]?.stringValue == "intro 100009")
@@ -198,7 +205,7 @@ import Testing
 
         let store = try Store(path: storePath)
         defer { store.close() }
-        #expect(try store.checkpoint().seq == 3)
+        #expect(try store.head().seq == 3)
         #expect(try store.audit().ok)
         #expect(try store.teamView("w1")?["name"]?.stringValue == "W1")
         #expect(try store.teamView("w1")?["memberCount"]?.intValue == 3)

@@ -64,7 +64,7 @@ import Testing
         }
         let store = try Store(path: storePath)
         let audit = try store.audit()
-        let seq = try store.checkpoint().seq
+        let seq = try store.head().seq
         return Reference(
             workload: workload,
             lineOpIds: lines.map { (try? JSONParser.parse($0))?["opId"]?.stringValue },
@@ -140,7 +140,7 @@ import Testing
             let store = try Store(path: storePath)
             let audit = try store.audit()
             #expect(audit.ok, "after the crash: \(audit)")
-            committed = try store.checkpoint().seq
+            committed = try store.head().seq
             #expect(UInt64(printedSeqs.count) <= committed, "printed events are only emitted after their commit")
             #expect(printedSeqs.allSatisfy { $0 <= committed })
             #expect(committed <= reference.seq)
@@ -175,7 +175,7 @@ import Testing
         let store = try Store(path: storePath)
         let audit = try store.audit()
         #expect(audit.ok, "after the re-ingest: \(audit)")
-        #expect(try store.checkpoint().seq == reference.seq)
+        #expect(try store.head().seq == reference.seq)
         #expect(try Self.opIds(of: store) == reference.logOpIds)
         let tables = try Self.storedTables(store)
         for table in ProjectionTable.allCases {
@@ -205,7 +205,7 @@ import Testing
             }
             try processor.commit()
             let records = try sink.bytes.split(separator: 0x0A).map { try JSONParser.parse(Array($0)) }
-            return (records, try store.checkpoint().seq)
+            return (records, try store.head().seq)
         }
 
         let first = try pass()
@@ -253,7 +253,7 @@ import Testing
 
     /// The `opId` of every committed event, in seq order.
     static func opIds(of store: Store) throws -> [String?] {
-        let last = try store.checkpoint().seq
+        let last = try store.head().seq
         guard last > 0 else { return [] }
         return try (1...last).map { seq in
             guard let event = try store.event(at: seq) else { throw StoreError("no event at seq \(seq)") }
@@ -266,7 +266,7 @@ import Testing
     }
 
     static func storedTables(_ store: Store) throws -> Tables {
-        rows(try store.env.read { txn in try store.storedProjections(in: txn) })
+        rows(try store.readProjections { txn in try store.storedProjections(in: txn) })
     }
 
     static func writeFile(_ path: String, _ bytes: [UInt8]) throws {

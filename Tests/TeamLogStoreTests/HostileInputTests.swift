@@ -315,7 +315,7 @@ import Testing
         defer { store.close() }
         let audit = try store.audit()
         #expect(audit.ok, "\(audit)")
-        #expect(try store.checkpoint().seq == UInt64(counts.events))
+        #expect(try store.head().seq == UInt64(counts.events))
         for (i, c) in cases.enumerated() where c.expected == "event" || c.expected == "duplicate" {
             guard let record = byLine[i + 1]?.first, let seq = record["seq"]?.intValue else { continue }
             let opId = try? JSONParser.parse(c.line)["opId"]?.stringValue

@@ -329,7 +329,7 @@ import Testing
         #expect(replay.problem == nil)
         #expect(replay.events == accepted)
         let rebuilt = ProjectionCodec.allRecords(replay.world)
-        let stored = try h.store.env.read { txn in try h.store.storedProjections(in: txn) }
+        let stored = try h.store.readProjections { txn in try h.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {
             let s = stored[table] ?? []
             let r = rebuilt[table] ?? []

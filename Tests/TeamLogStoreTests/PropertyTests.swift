@@ -57,7 +57,7 @@ import Testing
         #expect(replay.problem == nil)
         #expect(replay.events == accepted)
         let rebuilt = ProjectionCodec.allRecords(replay.world)
-        let stored = try h.store.env.read { txn in try h.store.storedProjections(in: txn) }
+        let stored = try h.store.readProjections { txn in try h.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {
             let s = stored[table] ?? []
             let r = rebuilt[table] ?? []
@@ -78,8 +78,8 @@ import Testing
         let b = try StoreHarness(config: Self.small, batchSize: 7)
         try a.feed(lines)
         try b.feed(lines)
-        let pa = try a.store.env.read { txn in try a.store.storedProjections(in: txn) }
-        let pb = try b.store.env.read { txn in try b.store.storedProjections(in: txn) }
+        let pa = try a.store.readProjections { txn in try a.store.storedProjections(in: txn) }
+        let pb = try b.store.readProjections { txn in try b.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {
             let same = pa[table]!.map(\.1) == pb[table]!.map(\.1)
             #expect(same, "\(table) differs between two stores fed the same input")

@@ -560,7 +560,7 @@ private struct SignalingChecker {
         let replay = try h.store.replay()
         #expect(replay.problem == nil, "\(note): \(String(describing: replay.problem))")
         let rebuilt = ProjectionCodec.allRecords(replay.world)
-        let stored = try h.store.env.read { txn in try h.store.storedProjections(in: txn) }
+        let stored = try h.store.readProjections { txn in try h.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {
             let s = stored[table] ?? []
             let r = rebuilt[table] ?? []
@@ -614,8 +614,8 @@ private struct SignalingChecker {
             records.count == run.records.count && firstDiff == nil,
             "seed \(seed): records differ after a reopen at chunk \(half): \(firstDiff.map { "#\($0.offset)\n  \($0.element.0)\n  \($0.element.1)" } ?? "count \(records.count) vs \(run.records.count)")"
         )
-        let pa = try h.store.env.read { txn in try h.store.storedProjections(in: txn) }
-        let pb = try b.store.env.read { txn in try b.store.storedProjections(in: txn) }
+        let pa = try h.store.readProjections { txn in try h.store.storedProjections(in: txn) }
+        let pb = try b.store.readProjections { txn in try b.store.storedProjections(in: txn) }
         for table in ProjectionTable.allCases {
             let same = pa[table]!.map(\.0) == pb[table]!.map(\.0) && pa[table]!.map(\.1) == pb[table]!.map(\.1)
             #expect(same, "seed \(seed): \(table) differs with a reopen half-way")

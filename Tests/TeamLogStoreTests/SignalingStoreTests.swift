@@ -183,7 +183,7 @@ extension Array where Element == JSONValue {
         // y's queue was untouched by x's logins.
         let y = try h.feed(Call.login("y", "yd", ts: 6_000))
         #expect(y.kind("login").first?["offline"]?.arrayValue?.map { $0["requestId"]?.stringValue } == ["r2"])
-        let offlineRecords = try h.store.env.read { txn in try h.store.storedProjections(in: txn) }[.offline] ?? []
+        let offlineRecords = try h.store.readProjections { txn in try h.store.storedProjections(in: txn) }[.offline] ?? []
         #expect(offlineRecords.isEmpty, "every queue was delivered")
         try expectAuditOK(h, "at the end")
     }

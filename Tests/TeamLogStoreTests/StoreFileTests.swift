@@ -112,7 +112,7 @@ import Testing
         #expect(error?.message.contains("nothing was ever committed") == true, "\(String(describing: error))")
         let store = try Store(path: empty)
         defer { store.close() }
-        #expect(try store.checkpoint().seq == 0)
+        #expect(try store.head().seq == 0)
         #expect(try store.audit().ok)
     }
 

@@ -57,7 +57,7 @@ import Testing
         return Reference(
             workload: workload,
             lineOpIds: lines.map { (try? JSONParser.parse($0))?["opId"]?.stringValue },
-            logOpIds: try CrashSafetyTests.opIds(of: store), seq: try store.checkpoint().seq,
+            logOpIds: try CrashSafetyTests.opIds(of: store), seq: try store.head().seq,
             tables: try CrashSafetyTests.storedTables(store), audit: "\(audit)", auditOK: audit.ok)
     }
 
@@ -214,7 +214,7 @@ import Testing
             if let refusal = store.refusal { outcome.problems.append("reopened store refuses to write: \(refusal)") }
             let audit = try store.audit()
             if !audit.ok { outcome.problems.append("audit after the kill: \(audit)") }
-            let committed = try store.checkpoint().seq
+            let committed = try store.head().seq
             outcome.committed = committed
             if let seq = printedSeqs.first(where: { $0 > committed }) {
                 outcome.problems.append(
@@ -265,7 +265,7 @@ import Testing
         let store = try Store(path: storePath)
         defer { store.close() }
         if let problem = try store.verifyChain() { outcome.problems.append("chain after re-feed: \(problem)") }
-        let seq = try store.checkpoint().seq
+        let seq = try store.head().seq
         if seq != reference.seq { outcome.problems.append("final checkpoint \(seq), clean run \(reference.seq)") }
         if try CrashSafetyTests.opIds(of: store) != reference.logOpIds {
             outcome.problems.append("final log's opIds differ from the clean run's (an op applied twice or lost)")
@@ -318,7 +318,7 @@ import Testing
         defer { store.close() }
         let audit = try store.audit()
         #expect(audit.ok, "\(audit)")
-        let committed = try store.checkpoint().seq
+        let committed = try store.head().seq
         #expect(seqs.map { UInt64($0) } == Array(1..<committed + 1), "printed events are exactly the committed seqs")
         #expect(committed >= 300)
         #expect(stderr.contains("accepted \(committed),"), "the summary counts what was committed: \(stderr)")
@@ -366,7 +366,7 @@ import Testing
         #expect(status == .exited(0), "\(status): \(CrashSafetyTests.readText(errPath).prefix(600))")
         let store = try Store(path: storePath)
         defer { store.close() }
-        #expect(try store.checkpoint().seq == 1)
+        #expect(try store.head().seq == 1)
         #expect(try store.audit().ok)
     }
 

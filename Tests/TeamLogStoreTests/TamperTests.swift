@@ -45,7 +45,7 @@ import Testing
         defer { store.close() }
         guard let seq = try store.seqOf(opId: "tamper-7") else { throw StoreError("the marker op was not accepted") }
         built.markerSeq = seq
-        built.lastSeq = try store.checkpoint().seq
+        built.lastSeq = try store.head().seq
         built.logOpIds = try CrashSafetyTests.opIds(of: store)
         built.tables = try CrashSafetyTests.storedTables(store)
         return built
@@ -77,7 +77,7 @@ import Testing
 
         // The API names seq k.
         do {
-            let store = try Store(path: built.storePath)
+            let store = try Store(path: built.storePath, options: Self.verifying)
             defer { store.close() }
             #expect(store.refusal?.code == .brokenChain, "\(String(describing: store.refusal))")
             #expect(store.refusal?.path == built.storePath)
@@ -88,6 +88,7 @@ import Testing
             #expect(audit.chainProblem?.message.contains("hash mismatch") == true)
         }
         try Self.expectCLIAudit(built, names: k, "hash mismatch")
+        try Self.expectPlainOpenAccepts(built)
         try Self.expectIngestRefused(built)
         try Self.expectRepairAndRefeed(built, cutAt: k)
     }
@@ -102,7 +103,7 @@ import Testing
             #expect(removed)
         }
         do {
-            let store = try Store(path: built.storePath)
+            let store = try Store(path: built.storePath, options: Self.verifying)
             defer { store.close() }
             let audit = try store.audit()
             #expect(audit.chainProblem?.seq == k, "\(audit)")
@@ -130,13 +131,14 @@ import Testing
             }
         }
         do {
-            let store = try Store(path: built.storePath)
+            let store = try Store(path: built.storePath, options: Self.verifying)
             defer { store.close() }
             let audit = try store.audit()
             #expect(audit.chainProblem?.seq == k, "\(audit)")
             #expect(try store.verifyChain()?.seq == k)
         }
         try Self.expectCLIAudit(built, names: k, "hash mismatch")
+        try Self.expectPlainOpenAccepts(built)
         try Self.expectIngestRefused(built)
         try Self.expectRepairAndRefeed(built, cutAt: k)
     }
@@ -157,6 +159,22 @@ import Testing
     }
 
     /// A writer refuses to append onto the broken chain: exit 2, and the store is left as it was.
+    /// Opening for writing with the whole chain verified (`ingest --verify-chain`). A plain open checks
+    /// only the log after the projections' checkpoint (O(1) in the log's length); `audit` checks it all.
+    static var verifying: Store.Options {
+        var options = Store.Options()
+        options.verifyChainAtOpen = true
+        return options
+    }
+
+    /// A plain open does not walk the checkpointed log: a damage there is for `audit` to find.
+    static func expectPlainOpenAccepts(_ built: Built, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let store = try Store(path: built.storePath)
+        defer { store.close() }
+        #expect(store.refusal == nil, sourceLocation: sourceLocation)
+        #expect(store.replayedAtOpen == 0, "the build's last checkpoint is at the head", sourceLocation: sourceLocation)
+    }
+
     static func expectIngestRefused(_ built: Built, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let file = built.directory.child("more.jsonl")
         try CrashSafetyTests.writeFile(
@@ -164,7 +182,7 @@ import Testing
             Array(#"{"op":"team.create","actor":"u2","team":"more","ts":1767325600000,"opId":"more-1"}"#.utf8) + [0x0A])
         let err = built.directory.child("refused.err")
         let ingest = try ChildProcess.run(
-            TestSupport.teamlogExecutable, ["ingest", file, "--store", built.storePath],
+            TestSupport.teamlogExecutable, ["ingest", file, "--store", built.storePath, "--verify-chain"],
             stderr: err, timeout: 60)
         #expect(ingest.status == .exited(2), sourceLocation: sourceLocation)
         #expect(
@@ -174,7 +192,7 @@ import Testing
         var options = Store.Options()
         options.readOnly = true
         let store = try Store(path: built.storePath, options: options, loadState: false)
-        #expect(try store.checkpoint().seq == built.lastSeq, "nothing was appended", sourceLocation: sourceLocation)
+        #expect(try store.head().seq == built.lastSeq, "nothing was appended", sourceLocation: sourceLocation)
     }
 
     /// `teamlog repair` cuts the log before `seq`; audit is OK, a writer works again, and feeding the whole
@@ -210,7 +228,7 @@ import Testing
         let store = try Store(path: built.storePath)
         defer { store.close() }
         #expect(try store.audit().ok, sourceLocation: sourceLocation)
-        #expect(try store.checkpoint().seq == built.lastSeq, sourceLocation: sourceLocation)
+        #expect(try store.head().seq == built.lastSeq, sourceLocation: sourceLocation)
         #expect(try CrashSafetyTests.opIds(of: store) == built.logOpIds, sourceLocation: sourceLocation)
         let tables = try CrashSafetyTests.storedTables(store)
         for table in ProjectionTable.allCases {

@@ -46,7 +46,7 @@ public struct RejectionResidue: CustomStringConvertible, Sendable {
             guard case .success(let op) = OpParser.parse(line: text), case .accepted = try store.submit(op, now: now)
             else { throw ProbeError(line: text) }
         }
-        try store.commit()
+        try store.checkpointNow()  // the setup's changes written: what is marked after the op is the op's
         let before = ProjectionCodec.allRecords(store.world)
         let (seq, ts) = (store.world.lastSeq, store.world.lastTs)
         var residue = RejectionResidue()

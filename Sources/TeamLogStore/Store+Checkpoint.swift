@@ -1,0 +1,172 @@
+public import LMDB
+import TeamLog
+import TeamLogThreads
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Checkpoints: the projections written to their environment, off the path of log commits, and the log
+/// after the last one replayed at open.
+extension Store {
+    /// Whether the next commit should also start a checkpoint.
+    var checkpointDue: Bool {
+        guard inFlightCheckpointIsDone else { return false }  // one at a time; the next commit tries again
+        if opsSinceCheckpoint >= options.checkpointOps { return true }
+        return opsSinceCheckpoint > 0 && LogClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
+    }
+
+    /// Encodes every record changed since the last checkpoint from the state now (which `after`, the
+    /// batch just handed to the log, brings the log to) and hands them to the checkpointer, which writes
+    /// them once that batch is durable. The state's change set starts again empty.
+    func startCheckpoint(after job: CommitJob?) {
+        finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
+        let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
+        let committer = self.committer
+        // After a failed checkpoint its records may be missing from the projections: this one rewrites
+        // every table from the state (rare: only a failed transaction of the projection environment).
+        let replaceAll = checkpointFailed
+        let changes = replaceAll ? CheckpointJob.allRecords(of: world) : CheckpointJob.changes(of: world)
+        let checkpoint = CheckpointJob(
+            env: projectionEnv, dbs: pdbs, changes: changes, replaceAll: replaceAll, checkpoint: position,
+            after: job, waitForLog: { job in committer?.wait(job) })
+        checkpointFailed = false
+        world.clearChanges()
+        opsSinceCheckpoint = 0
+        lastCheckpointMs = LogClock.milliseconds()
+        if checkpointer == nil { checkpointer = WriterThread() }
+        if let checkpointer {
+            checkpointer.start(checkpoint)
+        } else {
+            checkpoint.runInPlace()
+        }
+        inFlightCheckpoint = checkpoint
+    }
+
+    /// Whether no checkpoint is being written.
+    var inFlightCheckpointIsDone: Bool {
+        guard let job = inFlightCheckpoint else { return true }
+        return checkpointer.map { c in c.isDone(job) } ?? true
+    }
+
+    /// Waits for the checkpoint being written, if any, and takes its position. A checkpoint that failed
+    /// loses nothing: the log holds its events, the projections stay at the previous checkpoint, and the
+    /// next checkpoint rewrites every table (`checkpointFailed`). Its error is kept in
+    /// `lastCheckpointError`.
+    func finishCheckpoint() {
+        guard let job = inFlightCheckpoint else { return }
+        checkpointer?.wait(job)
+        inFlightCheckpoint = nil
+        if let error = job.error {
+            lastCheckpointError = error
+            checkpointFailed = true
+        } else {
+            checkpoint = job.checkpoint
+            lastCheckpointError = nil
+        }
+    }
+
+    /// Makes the stored projections reach every committed op now: commits what is pending, writes a
+    /// checkpoint and waits for it. (Queries on the writer's own `Store` read the projections, so they
+    /// call this first: read your writes.)
+    public func checkpointNow() throws {
+        try commit()
+        finishCheckpoint()
+        guard checkpoint.seq < committedSeq || !world.dirty.isEmpty || !world.appended.isEmpty || checkpointFailed
+        else { return }
+        startCheckpoint(after: nil)
+        finishCheckpoint()
+        if let lastCheckpointError { throw lastCheckpointError }
+    }
+
+    /// Replays the committed log after the projections' checkpoint into `world`, verifying its hash
+    /// chain from the checkpoint's hash to the head's. The records it changes are marked for the next
+    /// checkpoint; its outputs were handed on (or lost with a crash) when the events were first applied.
+    func replayTail(from checkpoint: Checkpoint, to head: Meta) throws -> (events: Int, problem: ChainProblem?) {
+        let deliveries = world.wantsDeliveries
+        world.wantsDeliveries = false
+        defer { world.wantsDeliveries = deliveries }
+        var scratch: [Output] = []
+        return try env.read { txn in
+            if checkpoint.seq > 0 {
+                // The projections were made from this log: the event at their seq carries their hash.
+                let stored = try BigEndianUInt64.encoded(checkpoint.seq).withUnsafeBytes { key in
+                    try txn.withValue(dbs.log.handle, key: key) { value in value.flatMap { LogRecord($0) }.map { Array($0.hash) } }
+                }
+                guard let stored, stored == checkpoint.hash else {
+                    let problem = ChainProblem(
+                        seq: checkpoint.seq, message: "the projections' checkpoint does not match the log at its seq")
+                    return (0, problem)
+                }
+            }
+            let walk = try walkChain(in: txn, after: checkpoint.seq, hash: checkpoint.hash) { seq, payload in
+                let event: Event
+                do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
+                scratch.removeAll(keepingCapacity: true)
+                world.apply(event, into: &scratch)
+                return nil
+            }
+            let events = Int(walk.last - checkpoint.seq)
+            if walk.problem == nil, let problem = Self.checkpointProblem(head, records: walk.last, lastHash: walk.hash) {
+                return (events, problem)
+            }
+            return (events, walk.problem)
+        }
+    }
+
+    /// Walks the log after `seq` in a snapshot, continuing the hash chain from `hash`: checks seq
+    /// continuity and every chained hash, and hands each good record to `body`, which may name a problem
+    /// with it. Stops at the first problem. Returns the last good seq and its hash.
+    func walkChain(
+        in txn: Transaction, after seq: UInt64, hash: [UInt8],
+        _ body: (UInt64, UnsafeRawBufferPointer) throws -> String?
+    ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?) {
+        var hash = hash
+        var expected = seq + 1
+        var problem: ChainProblem?
+        try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(expected)) { key, value in
+            guard key.count == 8, let seq = try? BigEndianUInt64.decode(key), seq == expected else {
+                problem = ChainProblem(seq: expected, message: "record missing or out of order")
+                return false
+            }
+            guard let record = LogRecord(value) else {
+                problem = ChainProblem(seq: seq, message: "record too short to hold its hash")
+                return false
+            }
+            let next = HashChain.next(previous: hash, seq: seq, payload: record.payload)
+            guard next.elementsEqual(record.hash) else {
+                problem = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
+                return false
+            }
+            if let message = try body(seq, record.payload) {
+                problem = ChainProblem(seq: seq, message: message)
+                return false
+            }
+            hash = next
+            expected += 1
+            return true
+        }
+        return (expected - 1, hash, problem)
+    }
+}
+
+/// Milliseconds of a monotonic clock (checkpoint intervals; never event time).
+enum LogClock {
+    static func milliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+}
+
+extension Store {
+    /// Runs `body` in a read transaction of the projection environment. Another process reads the last
+    /// checkpoint; the writer's own store first brings the projections to every op it has committed
+    /// (read your writes).
+    public func readProjections<R>(_ body: (Transaction) throws -> R) throws -> R {
+        if writerLock != nil && refusal == nil { try checkpointNow() }
+        return try projectionEnv.read(body)
+    }
+}
