@@ -56,7 +56,7 @@ struct ScaleBench {
             "--ops", "\(options.ops)", "--seed", "\(options.seed)", "--users", "\(options.users)",
             "--teams", "\(options.teams)", "--max-team", "\(options.maxTeam)",
         ]
-        print("generating \(fmt(Double(options.ops))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
+        progress("generating \(fmt(Double(options.ops))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
         let generation = try ChildProcess.run(generator, genArguments, stdout: scratch.workload, stderr: err)
         guard generation.succeeded else {
             throw BenchError("teamlog-gen \(generation.ending): \(readText(err))")
@@ -101,7 +101,7 @@ struct ScaleBench {
                 probeSummary: probeSummary, storeDiskBytes: diskBytes(store))
             results.chunks.append(chunk)
             done += n
-            print(
+            progress(
                 "ops \(fmt(Double(chunk.firstOp)))–\(fmt(Double(done))): \(fmt(chunk.wallRate)) ops/s wall "
                     + "(\(chunk.ownRate.map { fmt($0) } ?? "?") by teamlog's clock), peak RSS "
                     + "\(fmt(Double(ingest.peakRSSBytes) / 1e6)) MB; open + 1 op \(fmt(probe.seconds, 2)) s, "
@@ -114,7 +114,7 @@ struct ScaleBench {
         if results.chunks.isEmpty {
             results.problems.append("audit: not run, nothing was ingested")
         } else {
-            print("auditing…")
+            progress("auditing…")
             let audit = try ChildProcess.run(teamlog, ["audit", "--store", store], stdout: out, stderr: err)
             let summary = AuditSummary(parsing: readText(out))
             results.audit = audit
@@ -140,6 +140,12 @@ struct ScaleBench {
     }
 
     // MARK: Helpers
+
+    /// Prints a progress line at once, also when stdout is a file (a full run takes many minutes).
+    private func progress(_ line: String) {
+        print(line)
+        fflush(nil)  // every stream: `stdout` itself is shared mutable state to Swift 6
+    }
 
     /// Bytes allocated on disk to the files of `dir` (`st_blocks`, so a sparse map is not counted).
     private func diskBytes(_ dir: String) -> Int {

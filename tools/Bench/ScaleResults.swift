@@ -18,6 +18,9 @@ struct ScaleResults {
 
         /// Lines per second of wall time, opening the store included.
         var wallRate: Double { Double(ops) / ingest.seconds }
+        /// Lines per CPU second of the ingest child (its threads together): its rate with the load of other
+        /// processes on a shared machine taken out.
+        var cpuRate: Double { Double(ops) / max(ingest.cpuSeconds, 1e-9) }
         /// Lines per second by teamlog's own clock (after the store is open).
         var ownRate: Double? { ingestSummary.map { Double($0.lines) / max($0.seconds, 1e-9) } }
     }
@@ -57,6 +60,13 @@ struct ScaleResults {
     var rateRatio: Double? {
         guard chunks.count >= 2, let first = chunks.first, let last = chunks.last else { return nil }
         return last.wallRate / first.wallRate
+    }
+
+    /// Ingest ops per CPU second of the last chunk over the first: not a bar, the rate ratio without the
+    /// other processes' share of the cores.
+    var cpuRateRatio: Double? {
+        guard chunks.count >= 2, let first = chunks.first, let last = chunks.last else { return nil }
+        return last.cpuRate / first.cpuRate
     }
 
     /// The probe after the last chunk: opening the whole store and ingesting one op (bars: ≤ 1 s, ≤ 300 MB).
