@@ -33,9 +33,11 @@ struct ChildRun {
 
 /// Spawns programs with `posix_spawn` and reaps them with `wait4`, so each child's usage is its own.
 enum ChildProcess {
-    /// Runs `executable` with `arguments`, stdin from /dev/null, stdout and stderr to the given files, and
-    /// waits for it.
-    static func run(_ executable: String, _ arguments: [String], stdout: String, stderr: String) throws -> ChildRun {
+    /// Runs `executable` with `arguments`, stdin from /dev/null, stdout and stderr to the given files, this
+    /// process's environment plus `environment` (`NAME=value` entries), and waits for it.
+    static func run(
+        _ executable: String, _ arguments: [String], stdout: String, stderr: String, environment: [String] = []
+    ) throws -> ChildRun {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -44,10 +46,19 @@ enum ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        let added = environment.map { strdup($0) }
+        defer { for pointer in added { free(pointer) } }
+        var envp: [UnsafeMutablePointer<CChar>?] = []
+        var inherited: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = environ
+        while let entry = inherited.pointee {
+            envp.append(entry)
+            inherited += 1
+        }
+        envp += added + [nil]
 
         var pid: pid_t = 0
         let start = now()
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
         guard spawned == 0 else {
             throw BenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
         }

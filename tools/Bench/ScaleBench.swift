@@ -57,14 +57,18 @@ struct ScaleBench {
             "--teams", "\(options.teams)", "--max-team", "\(options.maxTeam)",
         ]
         progress("generating \(fmt(Double(options.ops))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
-        let generation = try ChildProcess.run(generator, genArguments, stdout: scratch.workload, stderr: err)
+        // The generator picks pending invitations in Dictionary order, which follows Swift's per-process hash
+        // seed: deterministic hashing makes the workload the same on every run.
+        let generation = try ChildProcess.run(
+            generator, genArguments, stdout: scratch.workload, stderr: err,
+            environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
         guard generation.succeeded else {
             throw BenchError("teamlog-gen \(generation.ending): \(readText(err))")
         }
         var results = ScaleResults(
             command: CommandLine.arguments.joined(separator: " "), date: utcDate(), machine: machine(),
-            workload: "teamlog-gen " + genArguments.joined(separator: " "), plannedOps: options.ops,
-            chunkSize: options.chunk, generation: generation)
+            workload: "SWIFT_DETERMINISTIC_HASHING=1 teamlog-gen " + genArguments.joined(separator: " "),
+            plannedOps: options.ops, chunkSize: options.chunk, generation: generation)
 
         var splitter = try ChunkSplitter(path: scratch.workload)
         defer { splitter.close() }
