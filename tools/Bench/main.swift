@@ -2,6 +2,8 @@
 //
 //   swift run -c release teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]
 //                                      [--row-mix-ops N] [--sqlite-seconds S]
+//   teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR] [--keep]
+//     (issue 11's bars on the real CLI as child processes: ScaleBench.swift)
 //
 // Reports ops/s, member-decisions/s, deliveries/s, replay (audit) events/s, peak memory, store bytes per
 // event and stream commit latency, beside the raw-LMDB-append limit, a naive per-member fan-out and the
@@ -75,13 +77,25 @@ func run() throws {
     var outDir = "."
     var rowMixOps = 50_000
     var sqliteBudget = 30.0
+    var scale = false  // --scale: issue 11's bars instead (ScaleBench.swift); shares --seed, --max-team, --out
+    var scaleOptions = ScaleBench.Options()
     var args = CommandLine.arguments.dropFirst().makeIterator()
     while let a = args.next() {
         switch a {
         case "--ops": ops = Int(args.next()!)!
-        case "--seed": options.seed = UInt64(args.next()!)!
-        case "--max-team": options.maxTeam = Int(args.next()!)!
-        case "--out": outDir = args.next()!
+        case "--seed":
+            options.seed = UInt64(args.next()!)!
+            scaleOptions.seed = options.seed
+        case "--max-team":
+            options.maxTeam = Int(args.next()!)!
+            scaleOptions.maxTeam = options.maxTeam
+        case "--out":
+            outDir = args.next()!
+            scaleOptions.outDir = outDir
+        case "--scale": scale = true
+        case "--scale-ops": scaleOptions.ops = Int(args.next()!)!
+        case "--scale-chunk": scaleOptions.chunk = Int(args.next()!)!
+        case "--keep": scaleOptions.keep = true
         case "--row-mix-ops": rowMixOps = Int(args.next()!)!
         case "--sqlite-seconds": sqliteBudget = Double(args.next()!)!
         case "--parse-file":
@@ -91,8 +105,15 @@ func run() throws {
             print(
                 "usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR] [--row-mix-ops N] [--sqlite-seconds S]"
             )
+            print(
+                "       teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR]"
+                    + " [--keep]")
             exit(2)
         }
+    }
+    if scale {
+        try ScaleBench(options: scaleOptions).run()
+        return
     }
     mkdir(outDir, 0o755)  // may exist
     let batch = 10_000

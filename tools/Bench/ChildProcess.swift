@@ -1,0 +1,105 @@
+// Running a program as a child process and taking its own resource usage from `wait4`, for `--scale`.
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One finished child process: how it ended, its wall time, its CPU time and its own peak resident set.
+struct ChildRun {
+    /// The exit status when it exited; nil when a signal ended it.
+    var exitStatus: Int32?
+    /// The signal that ended it, if one did.
+    var signal: Int32?
+    /// Wall time from spawn to reaped.
+    var seconds: Double
+    /// User + system CPU time of the child.
+    var cpuSeconds: Double
+    /// `ru_maxrss` of the child from `wait4`, in bytes.
+    ///
+    /// On Linux it is at least the spawner's own peak RSS: `posix_spawn` runs the child on the parent's
+    /// address space until `exec`, and `exec` folds that address space's high-water mark into the child's
+    /// figure. The bench therefore keeps itself small and measures that floor (`floorRSS`).
+    var peakRSSBytes: Int
+
+    /// True when it exited with status 0.
+    var succeeded: Bool { exitStatus == 0 }
+
+    /// "exit 1" or "killed by signal 9", for reports.
+    var ending: String {
+        if let signal { return "killed by signal \(signal)" }
+        return "exit \(exitStatus ?? -1)"
+    }
+}
+
+/// Spawns programs with `posix_spawn` and reaps them with `wait4`, so each child's usage is its own.
+enum ChildProcess {
+    /// Runs `executable` with `arguments`, stdin from /dev/null, stdout and stderr to the given files, this
+    /// process's environment plus `environment` (`NAME=value` entries), and waits for it.
+    static func run(
+        _ executable: String, _ arguments: [String], stdout: String, stderr: String, environment: [String] = []
+    ) throws -> ChildRun {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let added = environment.map { strdup($0) }
+        defer { for pointer in added { free(pointer) } }
+        var envp: [UnsafeMutablePointer<CChar>?] = []
+        var inherited: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = environ
+        while let entry = inherited.pointee {
+            envp.append(entry)
+            inherited += 1
+        }
+        envp += added + [nil]
+
+        var pid: pid_t = 0
+        let start = now()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard spawned == 0 else {
+            throw BenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 {
+            guard errno == EINTR else {
+                throw BenchError("wait4 for \(executable): \(String(cString: strerror(errno)))")
+            }
+        }
+        let seconds = now() - start
+        // The <sys/wait.h> macros are not imported: a signal in the low 7 bits, else the exit status above.
+        let signal = status & 0x7f
+        return ChildRun(
+            exitStatus: signal == 0 ? (status >> 8) & 0xff : nil,
+            signal: signal == 0 ? nil : signal,
+            seconds: seconds,
+            cpuSeconds: Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+                + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6,
+            peakRSSBytes: Int(usage.ru_maxrss) * 1024  // KiB on Linux
+        )
+    }
+
+    /// The directory of the running executable (`/proc/self/exe`, else `CommandLine.arguments[0]`'s).
+    static func ownDirectory() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let path =
+            n > 0
+            ? String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return String(path[..<slash])
+    }
+
+    /// `name` next to the running executable, or an error saying how to build it.
+    static func sibling(_ name: String) throws -> String {
+        let path = ownDirectory() + "/" + name
+        guard access(path, X_OK) == 0 else {
+            throw BenchError(
+                "\(path) is missing: build it first (`swift build -c release --product \(name)`, same configuration)")
+        }
+        return path
+    }
+}

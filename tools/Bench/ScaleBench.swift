@@ -1,0 +1,208 @@
+// teamlog-bench --scale: issue 11's bars ("a store that outgrows memory"), measured on the real CLI.
+//
+//   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
+//   .build/release/teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N]
+//                                [--out DIR] [--keep]
+//
+// Generates a chat workload once with teamlog-gen, ingests it chunk by chunk into one store, each chunk a
+// separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
+// then audits the store. Each child's wall time and peak RSS are its own. Writes DIR/scale.md.
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The `--scale` mode: one store grown chunk by chunk by `teamlog` child processes.
+struct ScaleBench {
+    /// Sizes, and the workload's shape: issue 11's chat workload (about 3,000 teams of up to 2,000 members,
+    /// messages dominant: 90% message traffic, of which 78% sends, 12% reads, 4% receipts, presence and
+    /// calls; 3% of sends p2p).
+    struct Options {
+        var ops = 5_000_000
+        var chunk = 1_000_000
+        var seed: UInt64 = 42
+        var users = 250_000
+        var teams = 3_000
+        var maxTeam = 2_000
+        /// Keep the store (its path is printed); every other temporary file is removed.
+        var keep = false
+        var outDir = "."
+    }
+
+    let options: Options
+
+    /// Runs the whole measurement, prints the report and writes it to `outDir/scale.md`.
+    func run() throws {
+        guard options.ops > 0, options.chunk > 0 else { throw BenchError("--scale-ops and --scale-chunk must be > 0") }
+        let teamlog = try ChildProcess.sibling("teamlog")
+        let generator = try ChildProcess.sibling("teamlog-gen")
+        let started = now()
+        let dir = tempDir("scale")
+        let store = dir + "/store"
+        let scratch = (workload: dir + "/workload.jsonl", chunk: dir + "/chunk.jsonl", probe: dir + "/probe.jsonl")
+        let (out, err) = (dir + "/child.out", dir + "/child.err")
+        defer {
+            for file in [scratch.workload, scratch.chunk, scratch.probe, out, err] { unlink(file) }
+            if options.keep {
+                print("kept the store: \(store)")
+            } else {
+                removeTree(store)
+                removeTree(dir)
+            }
+        }
+
+        let floorAtStart = try ChildProcess.run("/bin/true", [], stdout: "/dev/null", stderr: "/dev/null")
+        let genArguments = [
+            "--ops", "\(options.ops)", "--seed", "\(options.seed)", "--users", "\(options.users)",
+            "--teams", "\(options.teams)", "--max-team", "\(options.maxTeam)",
+        ]
+        progress("generating \(fmt(Double(options.ops))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
+        // The generator picks pending invitations in Dictionary order, which follows Swift's per-process hash
+        // seed: deterministic hashing makes the workload the same on every run.
+        let generation = try ChildProcess.run(
+            generator, genArguments, stdout: scratch.workload, stderr: err,
+            environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
+        guard generation.succeeded else {
+            throw BenchError("teamlog-gen \(generation.ending): \(readText(err))")
+        }
+        var results = ScaleResults(
+            command: CommandLine.arguments.joined(separator: " "), date: utcDate(), machine: machine(),
+            workload: "SWIFT_DETERMINISTIC_HASHING=1 teamlog-gen " + genArguments.joined(separator: " "),
+            plannedOps: options.ops, chunkSize: options.chunk, generation: generation)
+
+        var splitter = try ChunkSplitter(path: scratch.workload)
+        defer { splitter.close() }
+        var done = 0
+        while done < options.ops {
+            let n = try splitter.copy(lines: min(options.chunk, options.ops - done), to: scratch.chunk)
+            if n == 0 { break }
+            let ingest = try ChildProcess.run(
+                teamlog, ["ingest", scratch.chunk, "--store", store, "--emit", "none"], stdout: out, stderr: err)
+            let summary = IngestSummary(parsing: readText(err))
+            guard ingest.succeeded, summary != nil else {
+                results.problems.append(
+                    "ingest of ops \(fmt(Double(done)))–\(fmt(Double(done + n))): \(ingest.ending) after "
+                        + "\(fmt(ingest.seconds, 1)) s, peak RSS \(fmt(Double(ingest.peakRSSBytes) / 1e6)) MB; "
+                        + "stderr: \(tail(readText(err)))")
+                break
+            }
+            // Open the store and ingest one op: a fresh login, its opId unique in the store; its ts is the
+            // workload's start, raised by the processor to the log's last event time, so it moves no clock.
+            let k = results.chunks.count + 1
+            writeFile(
+                scratch.probe,
+                "{\"op\":\"client.login\",\"actor\":\"scale-probe-\(k)\",\"device\":\"probe\","
+                    + "\"ts\":1767225600000,\"opId\":\"scale-probe-\(k)\"}\n")
+            let probe = try ChildProcess.run(
+                teamlog, ["ingest", scratch.probe, "--store", store, "--emit", "none"], stdout: out, stderr: err)
+            let probeSummary = IngestSummary(parsing: readText(err))
+            if !probe.succeeded || probeSummary?.accepted != 1 {
+                results.problems.append(
+                    "open + 1 op after ops \(fmt(Double(done + n))): \(probe.ending), stderr: \(tail(readText(err)))")
+            }
+            let chunk = ScaleResults.Chunk(
+                firstOp: done, ops: n, ingest: ingest, ingestSummary: summary, probe: probe,
+                probeSummary: probeSummary, storeDiskBytes: diskBytes(store))
+            results.chunks.append(chunk)
+            done += n
+            progress(
+                "ops \(fmt(Double(chunk.firstOp)))–\(fmt(Double(done))): \(fmt(chunk.wallRate)) ops/s wall "
+                    + "(\(chunk.ownRate.map { fmt($0) } ?? "?") by teamlog's clock), peak RSS "
+                    + "\(fmt(Double(ingest.peakRSSBytes) / 1e6)) MB; open + 1 op \(fmt(probe.seconds, 2)) s, "
+                    + "\(fmt(Double(probe.peakRSSBytes) / 1e6)) MB; store on disk "
+                    + "\(fmt(Double(chunk.storeDiskBytes) / 1e6)) MB")
+        }
+        unlink(scratch.chunk)
+        unlink(scratch.workload)
+
+        if results.chunks.isEmpty {
+            results.problems.append("audit: not run, nothing was ingested")
+        } else {
+            progress("auditing…")
+            let audit = try ChildProcess.run(teamlog, ["audit", "--store", store], stdout: out, stderr: err)
+            let summary = AuditSummary(parsing: readText(out))
+            results.audit = audit
+            results.auditSummary = summary
+            if summary == nil {
+                results.problems.append(
+                    "audit: \(audit.ending), no summary line; stdout: \(tail(readText(out))) stderr: "
+                        + tail(readText(err)))
+            } else if !audit.succeeded {
+                results.problems.append("audit: \(audit.ending): \(tail(readText(out)))")
+            }
+        }
+
+        let floorAtEnd = try ChildProcess.run("/bin/true", [], stdout: "/dev/null", stderr: "/dev/null")
+        results.floorRSSBytes = max(floorAtStart.peakRSSBytes, floorAtEnd.peakRSSBytes)
+        results.loadAtEnd = loadAverage()
+        results.totalSeconds = now() - started
+        let md = results.markdown
+        print("\n" + md)
+        mkdir(options.outDir, 0o755)  // may exist
+        writeFile(options.outDir + "/scale.md", md)
+        print("wrote \(options.outDir)/scale.md")
+    }
+
+    // MARK: Helpers
+
+    /// Prints a progress line at once, also when stdout is a file (a full run takes many minutes).
+    private func progress(_ line: String) {
+        print(line)
+        fflush(nil)  // every stream: `stdout` itself is shared mutable state to Swift 6
+    }
+
+    /// Bytes allocated on disk to the files of `dir` (`st_blocks`, so a sparse map is not counted).
+    private func diskBytes(_ dir: String) -> Int {
+        guard let handle = opendir(dir) else { return 0 }
+        defer { closedir(handle) }
+        var total = 0
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
+            var info = stat()
+            if name != "." && name != "..", stat(dir + "/" + name, &info) == 0 { total += Int(info.st_blocks) * 512 }
+        }
+        return total
+    }
+
+    /// The whole file, or "" when it cannot be read (child output is small: summaries and errors).
+    private func readText(_ path: String) -> String {
+        guard let f = fopen(path, "r") else { return "" }
+        defer { fclose(f) }
+        var bytes: [UInt8] = []
+        var block = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = fread(&block, 1, block.count, f)
+            if n <= 0 { break }
+            bytes += block[..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The last 300 characters, on one line, for problem reports.
+    private func tail(_ text: String) -> String {
+        String(text.suffix(300)).split(separator: "\n").joined(separator: " / ")
+    }
+
+    private func utcDate() -> String {
+        var t = time(nil)
+        var parts = tm()
+        gmtime_r(&t, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M", &parts)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    private func machine() -> String {
+        let cores = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        let memory = Double(sysconf(Int32(_SC_PHYS_PAGES))) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_073_741_824
+        return "\(cores) cores, \(fmt(memory)) GiB, load average at the start \(loadAverage())"
+    }
+
+    private func loadAverage() -> String {
+        var loads = [Double](repeating: 0, count: 3)
+        guard getloadavg(&loads, 3) == 3 else { return "unknown" }
+        return loads.map { fmt($0, 2) }.joined(separator: " / ")
+    }
+}
