@@ -137,7 +137,9 @@ public struct TeamWorkload {
             if targets.isEmpty { return fallback }
             body = .teamInvite(team: team.id, targets: targets)
         case 14..<22:
-            if let (invitee, inviters) = team.invites.first {
+            // The smallest invitee, not `invites.first`: a dictionary's order changes with each process's
+            // hash seed, and the same seed must give the same workload in every run.
+            if let invitee = team.invites.keys.min(), let inviters = team.invites[invitee] {
                 actor = invitee
                 body =
                     rng.chance(0.8)
