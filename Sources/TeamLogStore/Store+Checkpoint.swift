@@ -55,7 +55,7 @@ extension Store {
     /// loses nothing: the log holds its events, the projections stay at the previous checkpoint, and the
     /// next checkpoint rewrites every table (`checkpointFailed`). Its error is kept in
     /// `lastCheckpointError`.
-    func finishCheckpoint() {
+    public func finishCheckpoint() {
         guard let job = inFlightCheckpoint else { return }
         checkpointer?.wait(job)
         inFlightCheckpoint = nil

@@ -46,9 +46,21 @@ final class WriterLock {
         return text.isEmpty ? nil : text
     }
 
+    /// The pid of the process holding the lock of the store in `directory`, if one is running (read from
+    /// the lock file, which a holder writes its pid into and empties on release; a pid left by a killed
+    /// holder is reported only while a process with that pid lives).
+    static func holder(directory: String) -> Int32? {
+        let fd = open(directory + "/writer.lock", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        guard let text = readHolder(fd), let pid = Int32(text), pid > 0 else { return nil }
+        return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
+    }
+
     /// Releases the lock (idempotent).
     func release() {
         guard fd >= 0 else { return }
+        _ = ftruncate(fd, 0)  // no pid: nobody writes now
         flock(fd, LOCK_UN)
         close(fd)
         fd = -1

@@ -162,6 +162,9 @@ import Testing
             [
                 "ingest", feed.argument, "--store", storePath, "--follow", "--batch-size", "50", "--flush-ms", "5",
                 "--emit", "events",
+                // Even points checkpoint every few batches, so kills land in and around checkpoints too;
+                // odd ones at the defaults (a checkpoint a second), so most of their log is replayed at open.
+                "--checkpoint-ops", point.index % 2 == 0 ? "120" : "100000",
             ],
             environment: ["SWIFT_BACKTRACE": "enable=no"], stdin: feed.stdin, stderr: errPath)
         // Feed the whole workload (paced by the pipe, or appended as fast as it goes) and kill `delayMs` after

@@ -1,0 +1,84 @@
+import LMDB
+public import TeamLog
+
+/// `teamlog status`: where the log and the projections stand, and what the store holds.
+public struct StoreStatus: Sendable {
+    /// One named database and its size.
+    public struct Table: Sendable {
+        /// `log/<name>` or `proj/<name>`.
+        public var name: String
+        public var entries: Int
+        /// Pages in use × page size.
+        public var bytes: Int
+    }
+
+    /// The log's last committed seq and its event time.
+    public var headSeq: UInt64
+    public var headTs: Int64
+    /// The projections' checkpoint: queries from other processes answer as of this seq.
+    public var checkpointSeq: UInt64
+    public var checkpointTs: Int64
+    /// Committed ops not yet in the projections (`headSeq - checkpointSeq`).
+    public var lag: UInt64 { headSeq - checkpointSeq }
+    public var tables: [Table]
+    /// Each environment's map size and bytes in use.
+    public var logMapSize: Int
+    public var logUsedBytes: Int
+    public var projectionMapSize: Int
+    public var projectionUsedBytes: Int
+    /// The pid of the process writing the store, if one is.
+    public var writerPid: Int32?
+
+    /// The status as JSON.
+    public var json: JSONValue {
+        .object([
+            ("headSeq", .int(Int64(headSeq))), ("headTs", .int(headTs)),
+            ("checkpointSeq", .int(Int64(checkpointSeq))), ("checkpointTs", .int(checkpointTs)),
+            ("lag", .int(Int64(lag))),
+            (
+                "tables",
+                .array(
+                    tables.map {
+                        .object([
+                            ("name", .string($0.name)), ("entries", .int(Int64($0.entries))),
+                            ("bytes", .int(Int64($0.bytes))),
+                        ])
+                    })
+            ),
+            ("logMapSize", .int(Int64(logMapSize))), ("logUsedBytes", .int(Int64(logUsedBytes))),
+            ("projectionMapSize", .int(Int64(projectionMapSize))),
+            ("projectionUsedBytes", .int(Int64(projectionUsedBytes))),
+            ("writerPid", writerPid.map { .int(Int64($0)) } ?? .null),
+        ])
+    }
+}
+
+extension Store {
+    /// The store's status from the committed state on disk (a live writer's checkpoint may be behind its
+    /// head by up to its checkpoint interval).
+    public func status() throws -> StoreStatus {
+        let (head, logTables) = try env.read { txn in
+            let head = try dbs.readMeta(txn)
+            let tables = try [("log", dbs.log.handle), ("opIds", dbs.opIds.handle), ("meta", dbs.meta.handle)].map {
+                name, db in
+                let stat = try txn.stat(db)
+                return StoreStatus.Table(name: "log/\(name)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
+            }
+            return (head, tables)
+        }
+        let (checkpoint, projectionTables) = try projectionEnv.read { txn in
+            let checkpoint = try pdbs.readCheckpoint(txn)
+            let tables = try ProjectionTable.allCases.map { table in
+                let stat = try txn.stat(pdbs.table(table))
+                return StoreStatus.Table(
+                    name: "proj/\(table.rawValue)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
+            }
+            return (checkpoint, tables)
+        }
+        return StoreStatus(
+            headSeq: head.lastSeq, headTs: head.lastTs, checkpointSeq: checkpoint.seq, checkpointTs: checkpoint.ts,
+            tables: logTables + projectionTables, logMapSize: env.mapSize, logUsedBytes: env.usedBytes,
+            projectionMapSize: projectionEnv.mapSize, projectionUsedBytes: projectionEnv.usedBytes,
+            writerPid: WriterLock.holder(directory: env.path))
+    }
+}

@@ -1,0 +1,185 @@
+import LMDB
+import TeamLog
+import TeamLogStore
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Issue 11 §1, §2, §4, §7: the log commit is the only durable write on a line's path; projections are a
+/// checkpointed cache of the log, written off that path, recovered by replaying the log after their
+/// checkpoint; other processes read the last checkpoint; `teamlog status` shows the lag.
+@Suite struct CheckpointTests {
+    static let never = "100000000"
+
+    static func lines(_ count: Int) -> [String] { TeamWorkloadProbe.lines(count: count, seed: 11) }
+
+    static func writeLines(_ path: String, _ lines: [String]) throws {
+        try CrashSafetyTests.writeFile(path, Array(lines.joined(separator: "\n").utf8) + [0x0A])
+    }
+
+    /// A store of the same lines ingested in one clean run (its projections checkpointed at close).
+    static func cleanStore(_ lines: [String], _ directory: TemporaryDirectory) throws -> Store {
+        let input = directory.child("clean.jsonl")
+        try writeLines(input, lines)
+        let path = directory.child("clean")
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", input, "--store", path, "--emit", "none"], timeout: 120)
+        try #require(run.status == .exited(0))
+        return try Store(path: path)
+    }
+
+    @Test func aCleanCloseLeavesNothingToReplay() throws {
+        let h = try StoreHarness()
+        try h.feed(Self.lines(300))
+        let head = try h.store.head().seq
+        try h.reopen()
+        #expect(h.store.replayedAtOpen == 0)
+        #expect(h.store.checkpoint.seq == head)
+        #expect(try h.store.audit().ok)
+    }
+
+    /// Opening a store whose projections are behind replays exactly the log after their checkpoint, and
+    /// the result equals a run with checkpoints everywhere.
+    @Test func openReplaysOnlyTheLogAfterTheCheckpoint() throws {
+        let directory = TemporaryDirectory("checkpoint-tail")
+        let lines = Self.lines(550)
+        var options = Store.Options()
+        options.noSync = true
+        options.checkpointOps = 300  // one checkpoint, at the commit after op 300; none after it
+        options.checkpointMs = 100_000_000
+        let path = directory.child("store")
+        var headAtCrash: UInt64 = 0
+        var checkpointAtCrash: UInt64 = 0
+        do {
+            let store = try Store(path: path, options: options)
+            for (i, line) in lines.enumerated() {
+                guard case .success(let op) = OpParser.parse(line: line) else { continue }
+                _ = try store.submit(op, now: 1_000)
+                if i % 100 == 99 { try store.commit() }
+            }
+            try store.commit()
+            headAtCrash = try store.head().seq
+            store.finishCheckpoint()
+            checkpointAtCrash = store.checkpoint.seq
+            // No close: as if the process died here (the writer lock goes with the object).
+        }
+        #expect(checkpointAtCrash > 0 && checkpointAtCrash < headAtCrash, "a checkpoint behind the head")
+        let reopened = try Store(path: path, options: options)
+        defer { reopened.close() }
+        #expect(reopened.refusal == nil)
+        #expect(reopened.replayedAtOpen == Int(headAtCrash - checkpointAtCrash))
+        #expect(reopened.world.lastSeq == headAtCrash)
+        #expect(try reopened.audit().ok)
+        let clean = try Self.cleanStore(lines, directory)
+        defer { clean.close() }
+        #expect(try CrashSafetyTests.storedTables(reopened) == CrashSafetyTests.storedTables(clean))
+    }
+
+    /// kill -9 of a streaming writer that never checkpointed: every printed event is in the log, the
+    /// reopened store replays all of them into the projections, audits clean and equals a clean run.
+    @Test func killBetweenLogCommitsAndACheckpointRecoversExactly() throws {
+        let directory = TemporaryDirectory("checkpoint-kill")
+        let lines = Self.lines(400)
+        let input = directory.child("in.jsonl")
+        let feed = try LiveFeed(.growingFile, path: input)
+        let path = directory.child("store")
+        let child = try ChildProcess(
+            TestSupport.teamlogExecutable,
+            [
+                "ingest", input, "--store", path, "--follow", "--batch-size", "20", "--flush-ms", "5", "--emit",
+                "events", "--checkpoint-ops", Self.never, "--checkpoint-ms", Self.never,
+            ],
+            environment: ["SWIFT_BACKTRACE": "enable=no"], stderr: directory.child("err"))
+        _ = try feed.write(ArraySlice(Array(lines.joined(separator: "\n").utf8) + [0x0A]))
+        let reference = try Self.cleanStore(lines, directory)
+        let lastSeq = try reference.head().seq
+        reference.close()
+        #expect(try StreamCrashTests.waitForOutput(child, containing: "\"seq\":\(lastSeq),", timeout: 60))
+        child.kill(SIGKILL)
+        #expect(child.wait() == .signaled(SIGKILL))
+        feed.close()
+
+        var readOnly = Store.Options()
+        readOnly.readOnly = true
+        let reader = try Store(path: path, options: readOnly, loadState: false)
+        #expect(try reader.status().checkpointSeq == 0, "nothing was checkpointed before the kill")
+        #expect(try reader.status().headSeq == lastSeq)
+        let store = try Store(path: path)
+        defer { store.close() }
+        #expect(store.replayedAtOpen == Int(lastSeq))
+        #expect(try store.audit().ok)
+        let clean = try Store(path: directory.child("clean"))
+        defer { clean.close() }
+        #expect(try CrashSafetyTests.storedTables(store) == CrashSafetyTests.storedTables(clean))
+    }
+
+    /// Another process reads the last checkpoint; `status` shows the lag and the writer; a clean stop
+    /// checkpoints everything.
+    @Test func otherProcessesReadTheLastCheckpointAndStatusShowsTheLag() throws {
+        let directory = TemporaryDirectory("checkpoint-lag")
+        let input = directory.child("in.jsonl")
+        let feed = try LiveFeed(.growingFile, path: input)
+        let path = directory.child("store")
+        let exe = TestSupport.teamlogExecutable
+        let create = #"{"op":"team.create","actor":"own","team":"lag1","members":["a"],"ts":1767225600000}"#
+        // Creating the store (and its first, empty checkpoint) before the writer starts.
+        let first = directory.child("first.jsonl")
+        try CrashSafetyTests.writeFile(first, Array(#"{"op":"client.login","actor":"x","device":"d","ts":1}"#.utf8) + [0x0A])
+        #expect(try ChildProcess.run(exe, ["ingest", first, "--store", path], timeout: 60).status == .exited(0))
+        let writer = try ChildProcess(
+            exe,
+            [
+                "ingest", input, "--store", path, "--follow", "--flush-ms", "5", "--emit", "events",
+                "--checkpoint-ops", Self.never, "--checkpoint-ms", Self.never,
+            ],
+            stderr: directory.child("writer.err"))
+        _ = try feed.write(ArraySlice(Array(create.utf8) + [0x0A]))
+        #expect(try StreamCrashTests.waitForOutput(writer, containing: #""seq":2,"#, timeout: 30))
+
+        let team = try ChildProcess.run(exe, ["team", "lag1", "--store", path, "--json"], timeout: 30)
+        #expect(team.status == .exited(1), "another process reads the checkpoint, which is before the team")
+        let status = try ChildProcess.run(exe, ["status", "--store", path, "--json"], timeout: 30)
+        let view = try JSONParser.parse(try #require(status.lines.first))
+        #expect(view["headSeq"]?.intValue == 2)
+        #expect(view["checkpointSeq"]?.intValue == 1)
+        #expect(view["lag"]?.intValue == 1)
+        #expect(view["writerPid"]?.intValue == Int64(writer.pid))
+
+        writer.kill(SIGTERM)
+        #expect(writer.wait() == .exited(0))
+        feed.close()
+        let after = try ChildProcess.run(exe, ["status", "--store", path, "--json"], timeout: 30)
+        let done = try JSONParser.parse(try #require(after.lines.first))
+        #expect(done["lag"]?.intValue == 0, "a clean stop writes a last checkpoint")
+        #expect(done["writerPid"] == .null)
+        let found = try ChildProcess.run(exe, ["team", "lag1", "--store", path, "--json"], timeout: 30)
+        #expect(found.status == .exited(0))
+        #expect(try JSONParser.parse(try #require(found.lines.first))["memberCount"]?.intValue == 2)
+    }
+
+    /// The projections are a cache: deleted, a writer rebuilds them from the log; readers say so meanwhile.
+    @Test func deletedProjectionsAreRebuiltFromTheLog() throws {
+        let directory = TemporaryDirectory("checkpoint-rebuild")
+        let lines = Self.lines(300)
+        let clean = try Self.cleanStore(lines, directory)
+        let head = try clean.head().seq
+        let tables = try CrashSafetyTests.storedTables(clean)
+        clean.close()
+        let path = directory.child("clean")
+        TemporaryDirectory.removeTree(path + "/proj")
+
+        let query = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["status", "--store", path], stderr: directory.child("q.err"), timeout: 30)
+        #expect(query.status != .exited(0))
+        #expect(CrashSafetyTests.readText(directory.child("q.err")).contains("projections"))
+
+        let store = try Store(path: path)
+        defer { store.close() }
+        #expect(store.replayedAtOpen == Int(head))
+        #expect(try store.audit().ok)
+        #expect(try CrashSafetyTests.storedTables(store) == tables)
+    }
+}
