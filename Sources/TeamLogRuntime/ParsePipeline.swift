@@ -1,4 +1,4 @@
-public import TeamLogStore
+import TeamLogStore
 import TeamLogThreads
 public import TeamLog
 
