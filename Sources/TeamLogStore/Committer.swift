@@ -117,13 +117,11 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         self.waitForLog = waitForLog
     }
 
-    /// Encodes the projection records `state` marks as changed: table, key and value (`nil`: delete).
-    static func changes(of state: World) -> [(ProjectionTable, [UInt8], [UInt8]?)] {
-        var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
-        changes.reserveCapacity(state.dirty.count + state.appended.count)
-        for key in state.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
+    /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
+    static func appendChanges(of state: World, to changes: inout [(ProjectionTable, [UInt8], [UInt8]?)]) {
+        changes.reserveCapacity(changes.count + state.dirty.count + state.appended.count)
         for key in state.appended { changes.append(ProjectionCodec.record(key, in: state)) }
-        return changes
+        for key in state.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
     }
 
     /// Every record of `state` (a full rewrite).

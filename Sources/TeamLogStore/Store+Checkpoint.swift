@@ -28,7 +28,15 @@ extension Store {
         // After a failed checkpoint its records may be missing from the projections: this one rewrites
         // every table from the state (rare: only a failed transaction of the projection environment).
         let replaceAll = checkpointFailed
-        let changes = replaceAll ? CheckpointJob.allRecords(of: world) : CheckpointJob.changes(of: world)
+        bufferAppendedRecords()
+        var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
+        if replaceAll {
+            changes = CheckpointJob.allRecords(of: world)
+        } else {
+            swap(&changes, &checkpointBuffer)
+            CheckpointJob.appendChanges(of: world, to: &changes)
+        }
+        checkpointBuffer.removeAll()
         let checkpoint = CheckpointJob(
             env: projectionEnv, dbs: pdbs, changes: changes, replaceAll: replaceAll, checkpoint: position,
             after: job, waitForLog: { job in committer?.wait(job) })
@@ -43,6 +51,15 @@ extension Store {
             checkpoint.runInPlace()
         }
         inFlightCheckpoint = checkpoint
+    }
+
+    /// Encodes the records the state lists as appended into the next checkpoint's buffer (at each
+    /// commit), and forgets the list.
+    func bufferAppendedRecords() {
+        guard !world.appended.isEmpty else { return }
+        checkpointBuffer.reserveCapacity(checkpointBuffer.count + world.appended.count)
+        for key in world.appended { checkpointBuffer.append(ProjectionCodec.record(key, in: world)) }
+        world.clearAppended()
     }
 
     /// Whether no checkpoint is being written.
@@ -74,7 +91,9 @@ extension Store {
     public func checkpointNow() throws {
         try commit()
         finishCheckpoint()
-        guard checkpoint.seq < committedSeq || !world.dirty.isEmpty || !world.appended.isEmpty || checkpointFailed
+        guard
+            checkpoint.seq < committedSeq || !world.dirty.isEmpty || !world.appended.isEmpty
+                || !checkpointBuffer.isEmpty || checkpointFailed
         else { return }
         startCheckpoint(after: nil)
         finishCheckpoint()

@@ -98,6 +98,12 @@ public final class Store {
     var lastCheckpointMs: Int64 = 0
     /// The last checkpoint failed: the next one rewrites every table.
     var checkpointFailed = false
+    /// Records of the next checkpoint encoded at each commit: the append-only ones the state lists in
+    /// `appended` (new keys: index entries, a new message, a join), so a checkpoint encodes only what is
+    /// in `dirty` (a bounded set of keys changed in place) and never stalls the store's thread on
+    /// everything an interval of messages added. A key encoded here and changed again later is encoded
+    /// again at the checkpoint, after it: the later value is written last.
+    var checkpointBuffer: [(ProjectionTable, [UInt8], [UInt8]?)] = []
     /// Why the last checkpoint failed, if it did (the log is unaffected).
     public internal(set) var lastCheckpointError: (any Error)?
 
@@ -369,6 +375,7 @@ public final class Store {
         swap(&inFlightOpIds, &pendingOpIds)
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
+        bufferAppendedRecords()
         if checkpointDue { startCheckpoint(after: job) }
     }
 

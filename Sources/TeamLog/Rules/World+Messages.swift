@@ -210,7 +210,7 @@ extension World {
             var receivers: [Id] = []
             MemberBits.forEachSlot(fanOut.receivers) { receivers.append(team.slots[$0]!.user) }
             receipts[m.messageId] = ReceiptState(receivers: receivers)
-            touch(.receipt(m.messageId))
+            touchNew(.receipt(m.messageId))
         }
         if wantsDeliveries { out.append(.delivery(teamDelivery(team, seq: seq, to: m.to, messageId: m.messageId))) }
     }
@@ -265,7 +265,7 @@ extension World {
         record.needReceipt = m.needReceipt && m.isStored && key.kind != .p2p
         record.directedUserIds = m.directedUserIds
         messages[m.messageId] = record
-        touch(.message(m.messageId))
+        touchNew(.message(m.messageId))  // a used id is `duplicateMessageId`: the key is new
     }
 
     private mutating func setIndividualLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) {
@@ -310,7 +310,7 @@ extension World {
             isTip: true, stored: true)
         record.needReceipt = false
         messages[tip.messageId] = record
-        touch(.message(tip.messageId))
+        touchNew(.message(tip.messageId))
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
         for user in removed { setIndividualLast(user, key, ref) }
