@@ -193,6 +193,8 @@ public final class Store {
                 }
             }
         }
+        // Debug builds (the tests) check every derived index against its source after each restore.
+        assert(!loadState || world.invariantViolations().isEmpty, "\(world.invariantViolations().prefix(5))")
         if failed == nil && !options.readOnly && options.verifyChainAtOpen, let problem = try verifyChain() {
             failed = StoreError(
                 code: .brokenChain,

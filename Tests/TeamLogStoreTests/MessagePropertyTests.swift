@@ -310,6 +310,10 @@ import Testing
             case .modify: counts["modify", default: 0] += 1
             }
 
+            if i % 50 == 49 {
+                let violations = h.store.world.invariantViolations()
+                #expect(violations.isEmpty, "seed \(seed) step \(i): \(violations.prefix(3))")
+            }
             if i % 600 == 599 || i == total - 1 { try Self.compare(h, model, seed: seed, step: i) }
         }
         #expect(accepted > 900, "seed \(seed): only \(accepted) accepted")

@@ -497,6 +497,7 @@ private struct SignalingChecker {
     /// The store's state after a commit: channels as the model has them, and no member of an open channel
     /// offline for the timeout or longer at the last event's time.
     mutating func checkState(_ world: World) {
+        for violation in world.invariantViolations() { problem("invariant: \(violation)") }
         for (id, channel) in world.channels {
             guard let m = model.channels[id.string] else { problem("channel \(id) unknown to the model"); continue }
             if channel.closed != m.closed { problem("channel \(id): closed \(channel.closed), model \(m.closed)") }

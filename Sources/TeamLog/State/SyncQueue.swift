@@ -13,6 +13,8 @@ struct SyncQueue: Sendable {
     private var heap: [Entry] = []
 
     var isEmpty: Bool { heap.isEmpty }
+    /// Every entry, in heap order (for invariant checks).
+    var entries: [Entry] { heap }
     var top: Entry? { heap.first }
 
     mutating func removeAll() { heap.removeAll(keepingCapacity: true) }

@@ -35,7 +35,7 @@ extension World {
                 problems.append("team \(id) has \(team.memberCount) members, over its limit")
             }
         }
-        return problems
+        return problems + derivedIndexViolations()
     }
 
     /// Traps with the list of violations when an invariant is broken.

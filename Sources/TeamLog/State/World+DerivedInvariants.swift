@@ -1,0 +1,71 @@
+/// Invariants of the derived indexes against their sources (as swift-collections checks an `OrderedSet`'s
+/// hash table against its elements): the fan-out bitsets against the rosters and presence, the user → teams
+/// and user → channels indexes against the rosters and channels, the members-sync queue against the
+/// channels and presence, and receipt tallies' sets against their lists.
+extension World {
+    /// Every derived index entry that disagrees with its source, as text; empty when all agree.
+    public func derivedIndexViolations() -> [String] {
+        var problems: [String] = []
+        // Rosters → bitsets, and → userTeams.
+        var expectedUserTeams: [Id: Set<Id>] = [:]
+        for (id, team) in teams {
+            let bits = team.bits
+            let words = (team.slots.count + 63) / 64
+            if bits.wordCount != words { problems.append("team \(id): \(bits.wordCount) bitset words for \(words)") }
+            for slot in 0..<min(team.slots.count, bits.wordCount * 64) {
+                let member = team.slots[slot]
+                func check(_ name: String, _ words: [UInt64], _ expected: Bool) {
+                    if MemberBits.test(words, slot) != expected {
+                        problems.append("team \(id) slot \(slot): \(name) bit is \(!expected), expected \(expected)")
+                    }
+                }
+                check("present", bits.present, member != nil)
+                check("admin", bits.admins, member?.role.isAdmin ?? false)
+                check("notify none", bits.notifyNone, member?.notify == NotifyState.none)
+                check("notify managerOnly", bits.notifyManagerOnly, member?.notify == .managerOnly)
+                check("online", bits.online, member.map { isOnline($0.user) } ?? false)
+            }
+            guard !team.dismissed else { continue }
+            for member in team.slots.compactMap({ $0 }) { expectedUserTeams[member.user, default: []].insert(id) }
+        }
+        if userTeams != expectedUserTeams {
+            let wrong = Set(userTeams.keys).union(expectedUserTeams.keys).filter {
+                userTeams[$0] != expectedUserTeams[$0]
+            }
+            problems.append("userTeams differs from the rosters for \(wrong.sorted().prefix(5))")
+        }
+        // Open channels → userChannels, and → the members-sync queue and deadline.
+        var expectedUserChannels: [Id: Set<Id>] = [:]
+        var due: [(channel: Id, user: Id, deadline: Int64)] = []
+        for (id, channel) in channels where !channel.closed {
+            for (user, joined) in channel.members {
+                expectedUserChannels[user, default: []].insert(id)
+                if let deadline = syncDeadline(user, joinedTs: joined) { due.append((id, user, deadline)) }
+            }
+        }
+        if userChannels != expectedUserChannels {
+            let wrong = Set(userChannels.keys).union(expectedUserChannels.keys).filter {
+                userChannels[$0] != expectedUserChannels[$0]
+            }
+            problems.append("userChannels differs from the channels for \(wrong.sorted().prefix(5))")
+        }
+        let queued = syncQueue.entries
+        for d in due where !queued.contains(where: { $0.channel == d.channel && $0.user == d.user && $0.deadline == d.deadline }) {
+            problems.append("members sync: \(d.user) in \(d.channel), due at \(d.deadline), is not queued")
+        }
+        if syncDeadline != due.map(\.deadline).min() {
+            problems.append(
+                "members sync deadline \(syncDeadline.map(String.init) ?? "none"), expected "
+                    + "\(due.map(\.deadline).min().map(String.init) ?? "none")")
+        }
+        // Receipt tallies: the sets mirror the lists; read ⊆ receivers.
+        for (id, tally) in receipts {
+            if tally.readSet != Set(tally.read) || tally.read.count != tally.readSet.count {
+                problems.append("receipt \(id): read set differs from its list")
+            }
+            if tally.receiverSet != Set(tally.receivers) { problems.append("receipt \(id): receiver set differs") }
+            if !tally.readSet.isSubset(of: tally.receiverSet) { problems.append("receipt \(id): a reader is no receiver") }
+        }
+        return problems
+    }
+}
