@@ -23,6 +23,10 @@ public class Transaction {
         txn = handle!
     }
 
+    /// Cursor positionings (`mdb_cursor_get` calls) made in this transaction so far: what a query costs,
+    /// in B-tree descents and steps, independent of timing (tests check that a count is two seeks).
+    public internal(set) var cursorMoves = 0
+
     /// The snapshot's transaction id: two read transactions with the same id see the same data.
     public var snapshotID: Int { Int(mdb_txn_id(txn)) }
 
@@ -178,9 +182,12 @@ public final class WriteTransaction: Transaction {
 public final class Cursor {
     private var cursor: OpaquePointer?
     private let db: DatabaseHandle
+    /// Counts the moves (the cursor lives inside `withCursor`, within the transaction's lifetime).
+    private unowned let txn: Transaction
 
     init(txn: Transaction, db: DatabaseHandle) throws {
         self.db = db
+        self.txn = txn
         try check(mdb_cursor_open(txn.txn, MDB_dbi(db.dbi), &cursor), "mdb_cursor_open \(db.name)")
     }
 
@@ -194,6 +201,7 @@ public final class Cursor {
     {
         var k = MDB_val(mv_size: key?.count ?? 0, mv_data: UnsafeMutableRawPointer(mutating: key?.baseAddress))
         var v = MDB_val()
+        txn.cursorMoves += 1
         let rc = mdb_cursor_get(cursor, &k, &v, op)
         if rc == MDB_NOTFOUND { return nil }
         try check(rc, "mdb_cursor_get \(db.name)")
@@ -218,6 +226,15 @@ public final class Cursor {
     public func seek(_ key: [UInt8]) throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? {
         // MDB_SET_RANGE points the key at the found entry (LMDB-owned), so the search key may be borrowed.
         try key.withUnsafeBytes { kb in try move(MDB_SET_RANGE, key: kb) }
+    }
+
+    /// The last entry whose key is ≤ `key`: one seek (`MDB_SET_RANGE`), then one step back unless the
+    /// seek landed on `key` itself (or `MDB_LAST` when every key is smaller). O(log n) however many
+    /// entries lie before it.
+    public func lastAtOrBefore(_ key: [UInt8]) throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? {
+        guard let found = try seek(key) else { return try last() }
+        if found.0.elementsEqual(key) { return found }
+        return try previous()
     }
 }
 

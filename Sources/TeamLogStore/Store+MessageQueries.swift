@@ -10,7 +10,9 @@ extension Store {
         try readProjections { txn in try unreadView(user, in: txn) }
     }
 
-    /// The unread query inside a given snapshot.
+    /// The unread query inside a given snapshot: one walk of the user's conversation records, then per
+    /// conversation `Δcounted − Δown + Δdirected` over (max(read, join), leave], each Δ two cursor seeks
+    /// on the index ordinals, so O(conversations × log n) whatever the number of unread messages.
     public func unreadView(_ user: Id, in txn: Transaction) throws -> JSONValue {
         var rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)] = []
         let prefix = Array(user.utf8) + [0]
@@ -27,9 +29,10 @@ extension Store {
             let end = uc.leaveSeq ?? UInt64.max
             let convPrefix = conv.bytes + [0]
             let userPrefix = conv.bytes + [0] + Array(user.utf8) + [0]
+            // Entries in (base, end]: the ordinal of the last one ≤ end minus that of the last one ≤ base.
             func between(_ table: ProjectionTable, _ p: [UInt8]) throws -> Int {
                 guard end > base else { return 0 }
-                return try position(txn, table, p, atOrBefore: end) - position(txn, table, p, atOrBefore: base)
+                return try ordinal(txn, table, p, atOrBefore: end) - ordinal(txn, table, p, atOrBefore: base)
             }
             let unread = try between(.counted, convPrefix) - between(.own, userPrefix) + between(.directed, userPrefix)
             var last = uc.last
@@ -79,15 +82,16 @@ extension Store {
         }
     }
 
-    /// The position (1-based running count) of the last index entry under `prefix` with seq ≤ `seq`; 0 when none.
-    func position(_ txn: Transaction, _ table: ProjectionTable, _ prefix: [UInt8], atOrBefore seq: UInt64) throws -> Int
+    /// The ordinal (running count within its conversation, or conversation × user) of the last index
+    /// entry under `prefix` with seq ≤ `seq`; 0 when none. One cursor seek, whatever lies before it.
+    func ordinal(_ txn: Transaction, _ table: ProjectionTable, _ prefix: [UInt8], atOrBefore seq: UInt64) throws -> Int
     {
         var probe = prefix
         withUnsafeBytes(of: seq.bigEndian) { probe.append(contentsOf: $0) }
-        probe.append(0)  // sorts after the entry for `seq` itself, before the next seq
         return try txn.withCursor(pdbs.table(table)) { cursor in
-            let entry = try cursor.seek(probe) != nil ? try cursor.previous() : try cursor.last()
-            guard let (key, value) = entry, key.count == prefix.count + 8, key.starts(with: prefix) else { return 0 }
+            guard let (key, value) = try cursor.lastAtOrBefore(probe), key.count == prefix.count + 8,
+                key.starts(with: prefix)
+            else { return 0 }
             var r = ByteReader(value)
             _ = try r.u8()
             return Int(try r.varint())

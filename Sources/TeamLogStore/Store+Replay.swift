@@ -128,7 +128,8 @@ extension Store {
 }
 
 /// Applies events to a fresh state the way a replay does: no delivery lists, no change tracking (a replay
-/// writes nothing), progress every 65,536 seqs.
+/// writes nothing), the unread index entries kept in an `IndexJournal` (what audit compares the stored
+/// index tables with and repair rebuilds them from), progress every 65,536 seqs.
 struct Replayer {
     private var world: World
     private var scratch: [Output] = []
@@ -140,6 +141,7 @@ struct Replayer {
         world = World(config: config)
         world.wantsDeliveries = false
         world.tracksChanges = false
+        world.indexJournal = IndexJournal()
         self.progress = progress
     }
 

@@ -303,6 +303,14 @@ public final class Store {
         if let opId = event.op.opId { pendingOpIds[opId] = .accepted(seq: event.seq) }
     }
 
+    /// Applies and appends an event another store's log holds (a replay into a scratch store): no decision,
+    /// the same state change and records as when it was accepted.
+    func applyReplayed(_ event: Event) {
+        pendingOutputsScratch.removeAll(keepingCapacity: true)
+        world.apply(event, into: &pendingOutputsScratch)
+        append(event)
+    }
+
     /// The seq of the event accepted with `opId`, if any.
     public func seqOf(opId: Id) throws -> UInt64? {
         if case .accepted(let seq)? = try outcome(opId: opId) { return seq }

@@ -12,7 +12,7 @@ struct Unread: ParsableCommand {
     var user: String
 
     func run() throws {
-        let view = try query.answer({ try $0.unreadView(Id(user)) }, { $0.unreadView(Id(user)) }, missing: "")
+        let view = try query.answer({ try $0.unreadView(Id(user)) }, missing: "")
         if query.json { return try printOut(view.jsonString) }
         var lines = ["\(user): \(TeamTable.text(view["total"])) unread"]
         for c in view["conversations"]?.arrayValue ?? [] {
@@ -41,7 +41,7 @@ struct Receipts: ParsableCommand {
 
     func run() throws {
         let view = try query.answer(
-            { try $0.receiptsView(Id(messageId)) }, { $0.receiptsView(Id(messageId)) },
+            { try $0.receiptsView(Id(messageId)) },
             missing: "no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
         if query.json { return try printOut(view.jsonString) }
         let names = { (key: String) in (view[key]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
@@ -88,7 +88,7 @@ struct Channel: ParsableCommand {
 
     func run() throws {
         let view = try query.answer(
-            { try $0.channelView(Id(channel)) }, { $0.channelView(Id(channel)) },
+            { try $0.channelView(Id(channel)) },
             missing: "no channel \(channel)")
         if query.json { return try printOut(view.jsonString) }
         let members = (view["members"]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")

@@ -12,7 +12,7 @@ struct Team: ParsableCommand {
     var team: String
 
     func run() throws {
-        let view = try query.answer({ try $0.teamView(Id(team)) }, { $0.teamView(Id(team)) }, missing: "no team \(team)")
+        let view = try query.answer({ try $0.teamView(Id(team)) }, missing: "no team \(team)")
         if query.json {
             try printOut(view.jsonString)
         } else {
@@ -21,12 +21,19 @@ struct Team: ParsableCommand {
     }
 }
 
-/// The state as of `seq`, replayed from the log (fails when the log is broken before it).
-func replayed(_ store: Store, _ seq: UInt64) throws -> World {
-    let replay = try store.replay(upTo: seq)
-    if let problem = replay.problem { throw CLIError("cannot replay to seq \(seq): \(problem)") }
-    if UInt64(replay.events) < seq { throw CLIError("the log ends at seq \(replay.events), before \(seq)") }
-    return replay.world
+/// The store as of `seq`, replayed from the log into a scratch store (fails when the log is broken before
+/// it); the caller removes it.
+func replayed(_ store: Store, _ seq: UInt64) throws -> ScratchStore {
+    let scratch = try store.replayIntoScratch(upTo: seq)
+    if let problem = scratch.problem {
+        scratch.remove()
+        throw CLIError("cannot replay to seq \(seq): \(problem)")
+    }
+    if UInt64(scratch.events) < seq {
+        scratch.remove()
+        throw CLIError("the log ends at seq \(scratch.events), before \(seq)")
+    }
+    return scratch
 }
 
 /// Opens an existing store for reading.

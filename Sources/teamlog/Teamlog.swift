@@ -30,16 +30,16 @@ struct QueryOptions: ParsableArguments {
     @Flag(help: "Print the SPEC §5 JSON shape.")
     var json = false
 
-    @Option(help: "Answer as of this seq (a replay of the log up to it).")
+    @Option(help: "Answer as of this seq (from a replay of the log up to it into a temporary store).")
     var at: UInt64?
 
-    /// The answer from the stored projections, or with `--at` from a replay up to that seq; `missing`
-    /// is printed (exit 1) when there is none.
-    func answer(_ live: (Store) throws -> JSONValue?, _ past: (World) -> JSONValue?, missing: String) throws
-        -> JSONValue
-    {
+    /// The answer from the stored projections, or with `--at` from a scratch store replayed up to that
+    /// seq (the same query, the same index seeks); `missing` is printed (exit 1) when there is none.
+    func answer(_ query: (Store) throws -> JSONValue?, missing: String) throws -> JSONValue {
         let store = try openForQuery(storeOptions.path)
-        guard let view = try at.map({ past(try replayed(store, $0)) }) ?? live(store) else {
+        let scratch = try at.map { try replayed(store, $0) }
+        defer { scratch?.remove() }
+        guard let view = try query(scratch?.store ?? store) else {
             printErr("teamlog: \(missing)")
             throw ExitCode(1)
         }

@@ -188,6 +188,34 @@ import Testing
         #expect(walk == [5, 4, 3, 2, 1])
     }
 
+    /// `lastAtOrBefore`: the greatest key ≤ the probe, in one seek plus at most one step, counted in the
+    /// transaction's `cursorMoves`.
+    @Test func lastAtOrBeforeFindsTheFloorInTwoMovesAtMost() throws {
+        let db = try env.open("floor", as: Database<BigEndianUInt64, RawBytes>.self)
+        let empty = try env.read { txn in
+            try txn.withCursor(db.handle) { try $0.lastAtOrBefore(BigEndianUInt64.encoded(7)) == nil }
+        }
+        #expect(empty)
+        try env.write { txn in for n: UInt64 in stride(from: 10, through: 10_000, by: 10) { try txn.put(db, n, []) } }
+        // probe → (expected key, moves): exact hit 1; between keys 2 (seek, step back); before the first
+        // 2 (seek, no previous); after the last 2 (seek finds nothing, then the last entry).
+        let cases: [(UInt64, UInt64?, Int)] = [
+            (10, 10, 1), (5_000, 5_000, 1), (5_005, 5_000, 2), (11, 10, 2), (9, nil, 2), (0, nil, 2),
+            (10_000, 10_000, 1), (UInt64.max, 10_000, 2),
+        ]
+        for (probe, expected, moves) in cases {
+            let (found, used) = try env.read { txn in
+                let before = txn.cursorMoves
+                let found = try txn.withCursor(db.handle) { cursor in
+                    try cursor.lastAtOrBefore(BigEndianUInt64.encoded(probe)).map { try BigEndianUInt64.decode($0.0) }
+                }
+                return (found, txn.cursorMoves - before)
+            }
+            #expect(found == expected, "probe \(probe)")
+            #expect(used == moves, "probe \(probe): \(used) moves")
+        }
+    }
+
     @Test(
         arguments: [
             [255, 256, 65_536, 1, 0, 4_294_967_296, UInt64.max, 65_535, 257],

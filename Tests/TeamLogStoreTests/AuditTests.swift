@@ -19,6 +19,12 @@ import Testing
                     "to": ["type": "team", "id": "AUD"] as KeyValuePairs<String, Any>, "messageId": "am1",
                     "content": ["type": "text"] as KeyValuePairs<String, Any>,
                 ]),
+            op(
+                "message.send", "a",
+                [
+                    "to": ["type": "team", "id": "AUD"] as KeyValuePairs<String, Any>, "messageId": "am2",
+                    "content": ["type": "text"] as KeyValuePairs<String, Any>, "directedUserIds": ["b"],
+                ]),
         ])
         h.store.close()
         return h
@@ -78,5 +84,34 @@ import Testing
         let report = try audit(h)
         let difference = try #require(report.tables.first { $0.table == "teams" }?.difference)
         #expect(difference.contains("GHOST") && difference.contains("absent after replay"), "\(difference)")
+    }
+
+    /// The unread indexes are audited entry by entry against the replay's: a changed ordinal, an entry
+    /// missing from the store and one the replay does not have (a seq it never indexed).
+    @Test(arguments: ["p.counted", "p.own", "p.directed"])
+    func indexEntriesAreAudited(_ table: String) throws {
+        let prefix = ConvKey(team: "AUD", kind: .team).bytes + [0]
+        for damage in ["ordinal", "missing", "extra"] {
+            let h = try Self.makeStore()
+            try edit(h, table) { txn, db in
+                var entry: ([UInt8], [UInt8])?
+                try txn.forEach(db, from: prefix) { key, value in
+                    if key.starts(with: prefix) { entry = (Array(key), Array(value)) }
+                    return key.starts(with: prefix)
+                }
+                let (key, value) = try #require(entry, "\(table): no entry of AUD")
+                switch damage {
+                case "ordinal": try txn.put(db, key: key, value: [value[0], value[1] + 1])
+                case "missing": try txn.delete(db, key: key)
+                default: try txn.put(db, key: key.dropLast(8) + BigEndianUInt64.encoded(1_000_000), value: value)
+                }
+            }
+            let report = try audit(h)
+            let name = String(table.dropFirst(2))
+            let difference = try #require(report.tables.first { $0.table == name }?.difference, "\(table) \(damage)")
+            let expected = ["ordinal": "vs replayed", "missing": "missing from the store", "extra": "absent after replay"]
+            #expect(difference.contains("AUD") && difference.contains(expected[damage]!), "\(difference)")
+            #expect(report.tables.filter { $0.difference != nil }.count == 1, "\(table) \(damage): only that table")
+        }
     }
 }

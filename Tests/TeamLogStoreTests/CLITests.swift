@@ -2,6 +2,12 @@ import TeamLog
 import TestSupport
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The `teamlog` commands as a user runs them: the shipped examples through `ingest`, every query's
 /// `--json` shape and exit status, `--at`, and `log` exported into a new store that audits equal.
 @Suite struct CLITests {
@@ -62,6 +68,22 @@ import Testing
                 == #"{"messageId":"m1","read":1,"unread":2,"readUsers":["bob"],"unreadUsers":["alice","dave"]}"#)
         let before = try json(["receipts", "m1", "--json", "--at", "8", "--store", store])
         #expect(before["read"]?.intValue == 0)
+        // `--at` answers from a scratch store under $TMPDIR, removed afterwards (also when it fails).
+        let scratchRoot = dir.child("tmp")
+        #expect(mkdir(scratchRoot, 0o755) == 0)
+        let (atStatus, atLines) = try ChildProcess.run(
+            Self.exe, ["unread", "dave", "--json", "--at", "7", "--store", store], environment: ["TMPDIR": scratchRoot],
+            timeout: 60)
+        #expect(atStatus == .exited(0))
+        #expect(
+            atLines == [
+                #"{"user":"dave","total":3,"conversations":[{"to":{"type":"team","id":"ops"},"unread":3,"lastReadSeq":0,"lastMessage":{"seq":7,"messageId":"m3"}}]}"#
+            ])
+        let (pastEnd, _) = try ChildProcess.run(
+            Self.exe, ["unread", "dave", "--at", "99", "--store", store], environment: ["TMPDIR": scratchRoot],
+            timeout: 60)
+        #expect(pastEnd != .exited(0), "the log ends before seq 99")
+        #expect(try directoryEntries(scratchRoot).isEmpty, "scratch stores removed")
         let message = try json(["message", "m1", "--store", store])
         #expect(message["hasChanged"]?.boolValue == true)
         #expect(try json(["message", "m1", "--json", "--store", store]) == message, "--json, like every query")
@@ -194,3 +216,17 @@ import Testing
 #if canImport(Glibc)
     import Glibc
 #endif
+
+/// The names in a directory (without `.` and `..`).
+private func directoryEntries(_ path: String) throws -> [String] {
+    guard let dir = opendir(path) else { throw ChildProcessError("cannot list \(path)") }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
+}

@@ -118,10 +118,12 @@ func expectEffects(
         let teamMessage = m.to.kind != .p2p
         check((after.receipts[m.messageId] != nil) == (m.needReceipt && m.isStored && teamMessage), "receipt tally")
         if let receivers = deliveries.first?.receivers, let key = stored?.conv {
+            // Every receiver gains one counted message (their unread moves by one), the sender none.
             for user in receivers {
-                let counted = after.unread(user, key) - before.unread(user, key)
+                let counted = received(after, user, key) - received(before, user, key)
                 check(counted == (m.counts ? 1 : 0), "\(user)'s unread moves by \(m.counts ? 1 : 0)")
             }
+            check(received(after, actor, key) == received(before, actor, key), "the sender's own message never counts")
         }
     case .messageRead(let to, let upTo):
         let key = ConvKey(to, actor: actor)
@@ -176,4 +178,12 @@ func expectEffects(
     case .membersSync:
         check(false, "not an input op")
     }
+}
+
+/// Counted messages `user` has received in a conversation so far, from the running totals that number the
+/// unread index entries: broadcasts − their own + individually received. A message at the newest seq
+/// moves a receiver's unread exactly as it moves this.
+private func received(_ world: World, _ user: Id, _ key: ConvKey) -> Int {
+    let uc = world.userConvs[user]?[key]
+    return Int(world.convs[key]?.countedTotal ?? 0) - Int(uc?.ownTotal ?? 0) + Int(uc?.directedTotal ?? 0)
 }

@@ -243,7 +243,7 @@ import Testing
             op("team.update", "own", ["team": "t1", "fields": ["name": "Dev"] as KeyValuePairs<String, Any>]),
             op("team.invite", "own", ["team": "t1", "targets": ["x"]]),
         ])
-        for u: Id in ["own", "mgr", "a", "b", "c", "x"] { #expect(m.world.unread(u, key) == 0, "\(u)") }
+        for u: Id in ["own", "mgr", "a", "b", "c", "x"] { #expect(m.unread(u, key) == 0, "\(u)") }
         #expect(m.world.lastMessage("a", key)?.messageId == "tip-\(m.world.lastSeq)")
         #expect(m.world.messages["tip-\(m.world.lastSeq)"]?.isTip == true)
     }
@@ -254,8 +254,8 @@ import Testing
         m.setup(Self.base + [Msg.notify("b", "none"), Msg.notify("c", "managerOnly")])
         let key = ConvKey(team: "t1", kind: .team)
         m.setup([Msg.send("a", "m1"), Msg.send("a", "m2", ["disableNotification": true])])
-        for u: Id in ["own", "mgr", "b", "c"] { #expect(m.world.unread(u, key) == 2, "\(u)") }
-        #expect(m.world.unread("a", key) == 0)
+        for u: Id in ["own", "mgr", "b", "c"] { #expect(m.unread(u, key) == 2, "\(u)") }
+        #expect(m.unread("a", key) == 0)
     }
 
     // MARK: The bitset core, on hand-built rosters
@@ -492,7 +492,7 @@ import Testing
                     == y.silenced.filter { $0.user != target }.map { "\($0.user):\($0.reason)" },
                 "seed \(seed) message \(i)")
             for u in users.map({ Id($0) }) + ["late"] {
-                #expect(a.world.unread(u, key) == b.world.unread(u, key), "seed \(seed) message \(i): unread of \(u)")
+                #expect(a.unread(u, key) == b.unread(u, key), "seed \(seed) message \(i): unread of \(u)")
                 #expect(
                     a.world.lastMessage(u, key) == b.world.lastMessage(u, key),
                     "seed \(seed) message \(i): last of \(u)")

@@ -8,7 +8,21 @@ struct Machine {
     var now: Int64 = 1_000
     var outputs: [Output] = []
 
-    init(config: Config = Config()) { world = World(config: config) }
+    init(config: Config = Config()) {
+        world = World(config: config)
+        world.indexJournal = IndexJournal()  // the unread index entries, for `unread` below
+    }
+
+    /// The unread count of `user` in a conversation, counted naively from the index entries `apply` made
+    /// (the journal's seq lists): counted broadcasts − own + individually received, in
+    /// (max(read, join), leave]. The store answers the same from its LMDB indexes by two seeks each.
+    func unread(_ user: Id, _ key: ConvKey) -> Int {
+        guard let uc = world.userConvs[user]?[key], let journal = world.indexJournal else { return 0 }
+        let base = max(uc.readSeq, uc.joinSeq)
+        let end = uc.leaveSeq ?? UInt64.max
+        func count(_ seqs: [UInt64]?) -> Int { (seqs ?? []).filter { $0 > base && $0 <= end }.count }
+        return count(journal.counted[key]) - count(journal.own[key]?[user]) + count(journal.directed[key]?[user])
+    }
 
     /// Parses and submits a line; returns the rejection, if any.
     @discardableResult

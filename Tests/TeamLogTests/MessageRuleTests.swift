@@ -380,7 +380,7 @@ struct WorldSnapshot: Equatable {
         var m = Machine()
         m.setup(baseTeam + [Msg.send("a", "m1", ["needReceipt": true]), Msg.send("b", "m2", ["ts": 2_000])])
         let before = WorldSnapshot(m.world)
-        let unreadBefore = ["own", "mgr", "a", "b"].map { m.world.unread($0, ConvKey(team: "t1", kind: .team)) }
+        let unreadBefore = ["own", "mgr", "a", "b"].map { m.unread($0, ConvKey(team: "t1", kind: .team)) }
         #expect(
             m.run(op("message.modify", "a", ["messageId": "m1", "content": Msg.content("image", "new"), "ts": 7_000]))
                 == nil)
@@ -396,7 +396,7 @@ struct WorldSnapshot: Equatable {
         #expect(m.world.userConvs == before.userConvs)
         #expect(m.world.receipts == before.receipts)
         #expect(m.world.messages["m2"] == before.messages["m2"])
-        let unreadAfter = ["own", "mgr", "a", "b"].map { m.world.unread($0, ConvKey(team: "t1", kind: .team)) }
+        let unreadAfter = ["own", "mgr", "a", "b"].map { m.unread($0, ConvKey(team: "t1", kind: .team)) }
         #expect(unreadAfter == unreadBefore)
     }
 
@@ -418,19 +418,19 @@ struct WorldSnapshot: Equatable {
         m.setup(baseTeam + [Msg.send("a", "m1"), Msg.send("a", "m2"), Msg.send("a", "m3")])
         let key = ConvKey(team: "t1", kind: .team)
         // seqs: 1 create, 2 addManagers, 3–5 the messages.
-        #expect(m.world.unread("b", key) == 3)
+        #expect(m.unread("b", key) == 3)
         #expect(m.run(Msg.read("b", upTo: 4)) == nil)
         #expect(m.world.userConvs["b"]?[key]?.readSeq == 4)
-        #expect(m.world.unread("b", key) == 1)
+        #expect(m.unread("b", key) == 1)
         #expect(m.run(Msg.read("b", upTo: 3)) == nil)
         #expect(m.world.userConvs["b"]?[key]?.readSeq == 4, "a read position never moves backwards")
-        #expect(m.world.unread("b", key) == 1)
+        #expect(m.unread("b", key) == 1)
         #expect(m.run(Msg.read("b")) == nil)  // seq 8: default = newest, the seq before the read
         #expect(m.world.userConvs["b"]?[key]?.readSeq == 7)
-        #expect(m.world.unread("b", key) == 0)
+        #expect(m.unread("b", key) == 0)
         #expect(m.run(Msg.read("mgr", upTo: 1_000)) == nil)  // seq 9: clamped to 8
         #expect(m.world.userConvs["mgr"]?[key]?.readSeq == 8)
-        #expect(m.world.unread("a", key) == 0, "a sender never counts their own messages")
+        #expect(m.unread("a", key) == 0, "a sender never counts their own messages")
     }
 
     @Test func unpersistedAndStatusMessagesNeverCount() throws {
@@ -442,14 +442,14 @@ struct WorldSnapshot: Equatable {
         #expect(m.run(Msg.send("a", "s1", ["isStatusMessage": true])) == nil)
         #expect(m.deliveries.first?.receivers == ["b"], "the status message reached the online member")
         #expect(m.run(Msg.send("a", "c0", ["isCounted": false])) == nil)
-        #expect(m.world.unread("b", key) == 0)
-        #expect(m.world.unread("own", key) == 0)
+        #expect(m.unread("b", key) == 0)
+        #expect(m.unread("own", key) == 0)
         #expect(m.world.messages["u1"]?.stored == false)
         #expect(m.world.messages["s1"]?.stored == false)
         #expect(m.world.messages["c0"]?.stored == true)
         #expect(m.world.lastMessage("b", key)?.messageId == "c0", "unstored messages never become the last message")
         #expect(m.run(Msg.send("a", "c1")) == nil)
-        #expect(m.world.unread("b", key) == 1)
+        #expect(m.unread("b", key) == 1)
     }
 
     @Test func needReceiptStartsWithEveryReceiverUnread() throws {

@@ -256,9 +256,10 @@ private final class SpawnLock: @unchecked Sendable {
 extension ChildProcess {
     /// Runs `executable` to completion, draining stdout; returns its status and stdout lines.
     public static func run(
-        _ executable: String, _ arguments: [String], stdin: String? = nil, stderr: String? = nil, timeout: Double
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], stdin: String? = nil,
+        stderr: String? = nil, timeout: Double
     ) throws -> (status: Status, lines: [String]) {
-        let child = try ChildProcess(executable, arguments, stdin: stdin, stderr: stderr)
+        let child = try ChildProcess(executable, arguments, environment: environment, stdin: stdin, stderr: stderr)
         let lines = try child.readToEnd(timeout: timeout)
         return (child.wait(), lines)
     }

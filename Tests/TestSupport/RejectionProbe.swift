@@ -48,6 +48,8 @@ public struct RejectionResidue: CustomStringConvertible, Sendable {
         }
         try store.checkpointNow()  // the setup's changes written: what is marked after the op is the op's
         let before = ProjectionCodec.allRecords(store.world)
+        // The running totals of the unread indexes are in no record of a writer's state: compared apart.
+        let (convsBefore, userConvsBefore) = (store.world.convs, store.world.userConvs)
         let (seq, ts) = (store.world.lastSeq, store.world.lastTs)
         var residue = RejectionResidue()
         switch OpParser.parse(line: line) {
@@ -70,6 +72,7 @@ public struct RejectionResidue: CustomStringConvertible, Sendable {
             let same = old.count == records.count && zip(old, records).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
             if !same { residue.differingRecords += max(1, abs(old.count - records.count)) }
         }
+        if store.world.convs != convsBefore || store.world.userConvs != userConvsBefore { residue.differingRecords += 1 }
         residue.movedLog = store.world.lastSeq != seq || store.world.lastTs != ts
         return residue
     }

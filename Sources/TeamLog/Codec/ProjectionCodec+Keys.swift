@@ -2,6 +2,7 @@
 /// lets the audit walk each stored table once and compare it record by record with the replayed state.
 extension ProjectionCodec {
     /// The projection key a stored key of `table` names, or `nil` when the bytes are not a valid key.
+    /// Index keys come back with ordinal 0 (the ordinal is the record's value, not part of its key).
     public static func key(_ table: ProjectionTable, _ bytes: UnsafeRawBufferPointer) -> ProjectionKey? {
         func text(_ slice: Slice<UnsafeRawBufferPointer>) -> Id {
             Id(String(decoding: UnsafeRawBufferPointer(rebasing: slice), as: UTF8.self))
@@ -19,10 +20,10 @@ extension ProjectionCodec {
         case .convs: return ConvKey(bytes: bytes).map { .conv($0) }
         case .counted:
             guard let (conv, _, seq) = try? splitSeqKey(bytes, hasUser: false) else { return nil }
-            return .counted(conv, seq)
+            return .counted(conv, seq, ordinal: 0)
         case .own, .directed:
             guard let (conv, user, seq) = try? splitSeqKey(bytes, hasUser: true) else { return nil }
-            return table == .own ? .own(conv, user, seq) : .directed(conv, user, seq)
+            return table == .own ? .own(conv, user, seq, ordinal: 0) : .directed(conv, user, seq, ordinal: 0)
         case .userConvs:
             guard let zero = bytes.firstIndex(of: 0), let conv = ConvKey(bytes: bytes[(zero + 1)...]) else {
                 return nil
@@ -35,7 +36,8 @@ extension ProjectionCodec {
         }
     }
 
-    /// How many records each table holds for `world` (what `allRecords` would produce, without it).
+    /// How many records each table holds for `world` (what `allRecords` would produce, without it); index
+    /// tables from the replay's journal (0 without one).
     public static func recordCounts(_ world: World) -> [ProjectionTable: Int] {
         var counts: [ProjectionTable: Int] = [:]
         counts[.teams] = world.teams.count
@@ -44,9 +46,10 @@ extension ProjectionCodec {
         counts[.applications] = world.teams.values.reduce(0) { $0 + $1.applications.count }
         counts[.messages] = world.messages.count
         counts[.convs] = world.convs.count
-        counts[.counted] = world.convs.values.reduce(0) { $0 + $1.counted.count }
-        counts[.own] = world.convs.values.reduce(0) { $0 + $1.own.values.reduce(0) { $0 + $1.count } }
-        counts[.directed] = world.convs.values.reduce(0) { $0 + $1.directed.values.reduce(0) { $0 + $1.count } }
+        let indexed = world.indexJournal?.counts ?? (counted: 0, own: 0, directed: 0)
+        counts[.counted] = indexed.counted
+        counts[.own] = indexed.own
+        counts[.directed] = indexed.directed
         counts[.userConvs] = world.userConvs.values.reduce(0) { $0 + $1.count }
         counts[.receipts] = world.receipts.count
         counts[.presence] = world.presence.count

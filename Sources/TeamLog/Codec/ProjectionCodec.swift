@@ -48,15 +48,12 @@ public enum ProjectionCodec {
                     return w.bytes
                 }
             )
-        case .counted(let key, let seq):
-            return (.counted, seqKey(key, nil, seq), position(world.convs[key]?.counted, seq))
-        case .own(let key, let user, let seq):
-            return (.own, seqKey(key, user, seq), position(world.convs[key]?.own[user], seq))
-        case .directed(let key, let user, let seq):
-            return (
-                .directed, seqKey(key, user, seq),
-                position(world.convs[key]?.directed[user], seq)
-            )
+        case .counted(let conv, let seq, _):
+            return (.counted, seqKey(conv, nil, seq), ordinalValue(key, in: world))
+        case .own(let conv, let user, let seq, _):
+            return (.own, seqKey(conv, user, seq), ordinalValue(key, in: world))
+        case .directed(let conv, let user, let seq, _):
+            return (.directed, seqKey(conv, user, seq), ordinalValue(key, in: world))
         case .userConv(let user, let key):
             return (
                 .userConvs, userConvKey(user, key),
@@ -116,7 +113,8 @@ public enum ProjectionCodec {
         }
     }
 
-    /// Every projection key of the state (what a full comparison covers).
+    /// Every projection key of the state (what a full comparison covers). Index entries are listed only
+    /// from a replay's `indexJournal`: a writer's state keeps their totals, the entries are on disk.
     public static func allKeys(_ world: World) -> [ProjectionKey] {
         var keys: [ProjectionKey] = []
         for (id, team) in world.teams {
@@ -126,12 +124,8 @@ public enum ProjectionCodec {
             keys += team.applications.keys.map { .application(id, $0) }
         }
         keys += world.messages.keys.map { .message($0) }
-        for (key, conv) in world.convs {
-            keys.append(.conv(key))
-            keys += conv.counted.map { .counted(key, $0) }
-            for (user, seqs) in conv.own { keys += seqs.map { .own(key, user, $0) } }
-            for (user, seqs) in conv.directed { keys += seqs.map { .directed(key, user, $0) } }
-        }
+        keys += world.convs.keys.map { .conv($0) }
+        keys += world.indexJournal?.keys ?? []
         for (user, convs) in world.userConvs { keys += convs.keys.map { .userConv(user, $0) } }
         keys += world.receipts.keys.map { .receipt($0) }
         keys += world.presence.keys.map { .presence($0) }
@@ -164,14 +158,23 @@ public enum ProjectionCodec {
         return key
     }
 
-    /// The 1-based position of `seq` in an ascending list, as a record value; `nil` when absent.
-    static func position(_ list: [UInt64]?, _ seq: UInt64) -> [UInt8]? {
-        guard let list else { return nil }
-        let n = list.countAtOrBelow(seq)
-        guard n > 0, list[n - 1] == seq else { return nil }
+    /// An index record's value: version, then its ordinal. A replay with a journal answers for any key
+    /// (the audit asks for keys read back from the store, whose ordinal is not in their bytes); otherwise
+    /// the key carries it, as `apply` made it. `nil`: no such entry.
+    static func ordinalValue(_ key: ProjectionKey, in world: World) -> [UInt8]? {
+        let ordinal: UInt64?
+        if let journal = world.indexJournal {
+            ordinal = journal.ordinal(of: key)
+        } else {
+            switch key {
+            case .counted(_, _, let n), .own(_, _, _, let n), .directed(_, _, _, let n): ordinal = n
+            default: ordinal = nil
+            }
+        }
+        guard let ordinal, ordinal > 0 else { return nil }
         var w = ByteWriter(capacity: 6)
         w.u8(version)
-        w.varint(UInt64(n))
+        w.varint(ordinal)
         return w.bytes
     }
 
@@ -312,24 +315,9 @@ public enum ProjectionCodec {
         return out
     }
 
-    /// Restores one stored record into `world` (used when opening a store).
-    /// Appends `seq` to a conversation's counted, own or directed index; returns that list's new count.
-    private static func appendIndexed(_ state: inout ConvState, _ table: ProjectionTable, _ user: Id, _ seq: UInt64)
-        -> Int
-    {
-        switch table {
-        case .counted:
-            state.counted.append(seq)
-            return state.counted.count
-        case .own:
-            state.own[user, default: []].append(seq)
-            return state.own[user]!.count
-        default:
-            state.directed[user, default: []].append(seq)
-            return state.directed[user]!.count
-        }
-    }
-
+    /// Restores one stored record into `world` (used when opening a store). An index record restores only
+    /// its conversation's (or user conversation's) running total: entries under one prefix come in seq
+    /// order and must be numbered 1, 2, 3, …
     public static func restore(
         _ table: ProjectionTable, key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer,
         into world: inout World
@@ -366,26 +354,38 @@ public enum ProjectionCodec {
             guard let conv = ConvKey(bytes: key) else { throw DecodeError("bad conversation key") }
             world.convs[conv, default: ConvState()].last = try readRef(&r)
         case .counted, .own, .directed:
-            let (conv, user, seq) = try splitSeqKey(key, hasUser: table != .counted)
-            let position = try r.varint()
-            // In place: a copy of the conversation made its `own`/`directed` dictionaries copy on every
-            // record (quadratic in a big team's senders when a store opened).
-            let count = appendIndexed(&world.convs[conv, default: ConvState()], table, user, seq)
-            guard position == UInt64(count) else {
-                throw DecodeError("\(table.rawValue) position \(position) != \(count)")
+            let (conv, user, _) = try splitSeqKey(key, hasUser: table != .counted)
+            let ordinal = try r.varint()
+            let total: UInt64
+            switch table {
+            case .counted: total = world.convs[conv]?.countedTotal ?? 0
+            case .own: total = world.userConvs[user]?[conv]?.ownTotal ?? 0
+            default: total = world.userConvs[user]?[conv]?.directedTotal ?? 0
+            }
+            guard ordinal == total + 1 else {
+                throw DecodeError("\(table.rawValue) ordinal \(ordinal) after \(total)")
+            }
+            switch table {
+            case .counted: world.convs[conv, default: ConvState()].countedTotal = ordinal
+            case .own: world.userConvs[user, default: [:]][conv, default: UserConv()].ownTotal = ordinal
+            default: world.userConvs[user, default: [:]][conv, default: UserConv()].directedTotal = ordinal
             }
         case .userConvs:
             guard let zero = key.firstIndex(of: 0), let conv = ConvKey(bytes: key[(zero + 1)...]) else {
                 throw DecodeError("bad userConvs key")
             }
             let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[..<zero]), as: UTF8.self))
-            var uc = UserConv()
-            uc.readSeq = try r.varint()
-            uc.joinSeq = try r.varint()
+            // Merged: the running totals come from the `own` and `directed` records, in whichever table order.
+            let readSeq = try r.varint()
+            let joinSeq = try r.varint()
             let leave = try r.varint()
-            uc.leaveSeq = leave == 0 ? nil : leave - 1
-            uc.last = try readRef(&r)
-            world.userConvs[user, default: [:]][conv] = uc
+            let last = try readRef(&r)
+            modifying(&world.userConvs[user, default: [:]][conv, default: UserConv()]) { uc in
+                uc.readSeq = readSeq
+                uc.joinSeq = joinSeq
+                uc.leaveSeq = leave == 0 ? nil : leave - 1
+                uc.last = last
+            }
         case .receipts:
             var tally = ReceiptState(receivers: try r.ids())
             tally.restoreRead(try r.ids())

@@ -1,21 +1,8 @@
-/// The query shapes of SPEC §5 computed from a `World` in memory: what `--at SEQ` answers from a replay,
-/// and what tests compare with the answers the store computes from its LMDB indexes.
+/// The query shapes of SPEC §5, built from what the store reads (every query, `--at SEQ` included, is
+/// answered from LMDB: unread counts need the stored indexes).
 extension World {
-    /// `teamlog team TEAM`.
-    public func teamView(_ id: Id) -> JSONValue? {
-        guard let team = teams[id] else { return nil }
-        return team.json(memberCount: team.memberCount, members: team.roster, now: lastTs)
-    }
-
-    /// `teamlog unread USER`: conversations most recent first.
-    public func unreadView(_ user: Id) -> JSONValue {
-        let rows = (userConvs[user] ?? [:]).map { key, uc in
-            (key: key, unread: unread(user, key), readSeq: uc.readSeq, last: lastMessage(user, key))
-        }
-        return Self.unreadJSON(user: user, rows: rows)
-    }
-
-    /// The unread shape from rows (shared with the store's index-based query).
+    /// `teamlog unread USER` from rows (the store computes them from its indexes): conversations most
+    /// recent first.
     public static func unreadJSON(user: Id, rows: [(key: ConvKey, unread: Int, readSeq: UInt64, last: MessageRef?)])
         -> JSONValue
     {
@@ -41,19 +28,6 @@ extension World {
             ),
         ])
     }
-
-    /// `teamlog receipts MESSAGE_ID`.
-    public func receiptsView(_ messageId: Id) -> JSONValue? {
-        receipts[messageId].map { $0.json(messageId: messageId) }
-    }
-
-    /// `teamlog message MESSAGE_ID`.
-    public func messageView(_ messageId: Id) -> JSONValue? {
-        messages[messageId].map { $0.json(id: messageId) }
-    }
-
-    /// `teamlog channel CHANNEL`.
-    public func channelView(_ id: Id) -> JSONValue? { channels[id]?.json }
 }
 
 extension TeamState {

@@ -174,8 +174,8 @@ extension World {
         stats.memberDecisions += team.memberCount
         stats.deliveries += MemberBits.count(fanOut.receivers)
 
-        // Counting and last message: from the receivers alone (alert mode plays no part). The conversation
-        // is changed in place: a copy would duplicate its seq lists on every message.
+        // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
+        // adds index entries numbered by the running totals: O(1) writes whatever the team's size.
         let ref = MessageRef(seq: seq, messageId: m.messageId)
         if convs[key] == nil {
             convs[key] = ConvState()
@@ -183,10 +183,9 @@ extension World {
         }
         if directed == nil {
             if m.counts {
-                convs[key]!.counted.append(seq)
-                convs[key]!.own[sender, default: []].append(seq)
-                touch(.counted(key, seq))
-                touch(.own(key, sender, seq))
+                convs[key]!.countedTotal += 1
+                indexed(.counted(key, seq, ordinal: convs[key]!.countedTotal))
+                indexed(.own(key, sender, seq, ordinal: nextOrdinal(sender, key, \.ownTotal)))
             }
             if m.isStored && !m.disableUpdateLastMessage {
                 convs[key]!.last = ref
@@ -196,10 +195,7 @@ extension World {
             let updatesLast = m.isStored && !m.disableUpdateLastMessage
             MemberBits.forEachSlot(fanOut.receivers) { slot in
                 let user = team.slots[slot]!.user
-                if m.counts {
-                    convs[key]!.directed[user, default: []].append(seq)
-                    touch(.directed(key, user, seq))
-                }
+                if m.counts { indexed(.directed(key, user, seq, ordinal: nextOrdinal(user, key, \.directedTotal))) }
                 if updatesLast { setIndividualLast(user, key, ref) }
             }
             if updatesLast { setIndividualLast(sender, key, ref) }
@@ -232,10 +228,7 @@ extension World {
             convs[key] = ConvState()
             touch(.conv(key))
         }
-        if receives && m.counts {
-            convs[key]!.directed[peer, default: []].append(seq)
-            touch(.directed(key, peer, seq))
-        }
+        if receives && m.counts { indexed(.directed(key, peer, seq, ordinal: nextOrdinal(peer, key, \.directedTotal))) }
         if m.isStored && !m.disableUpdateLastMessage {
             let ref = MessageRef(seq: seq, messageId: m.messageId)
             if m.directedUserIds?.contains(peer) ?? true {
@@ -266,6 +259,19 @@ extension World {
         record.directedUserIds = m.directedUserIds
         messages[m.messageId] = record
         touchNew(.message(m.messageId))  // a used id is `duplicateMessageId`: the key is new
+    }
+
+    /// Numbers the next `own` or `directed` entry of `user` in a conversation: their running total, plus
+    /// one. The user has a view of it (a member since their join; a p2p side since its first stored message).
+    private mutating func nextOrdinal(_ user: Id, _ key: ConvKey, _ total: WritableKeyPath<UserConv, UInt64>)
+        -> UInt64
+    {
+        var ordinal: UInt64 = 0
+        modifying(&userConvs[user]![key]!) { uc in
+            uc[keyPath: total] += 1
+            ordinal = uc[keyPath: total]
+        }
+        return ordinal
     }
 
     private mutating func setIndividualLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) {
@@ -354,16 +360,8 @@ extension World {
 
     // MARK: Reading the projections
 
-    /// The unread count of `user` in a conversation: counted messages received after the read position
-    /// (and after the join), up to a removal.
-    public func unread(_ user: Id, _ key: ConvKey) -> Int {
-        guard let uc = userConvs[user]?[key], let conv = convs[key] else { return 0 }
-        let base = max(uc.readSeq, uc.joinSeq)
-        let end = uc.leaveSeq ?? UInt64.max
-        let broadcast =
-            conv.counted.count(after: base, through: end) - (conv.own[user]?.count(after: base, through: end) ?? 0)
-        return broadcast + (conv.directed[user]?.count(after: base, through: end) ?? 0)
-    }
+    // Unread counts are not answered here: they need the stored indexes (`Store.unreadView`), since the
+    // resident state keeps only running totals.
 
     /// The last message `user` sees in a conversation.
     public func lastMessage(_ user: Id, _ key: ConvKey) -> MessageRef? {

@@ -9,15 +9,15 @@ public struct MessageRef: Sendable, Equatable {
     }
 }
 
-/// The shared state of one conversation, kept as sorted seq lists so unread counts are exact and cheap:
-/// unread = counted messages the user received after their read position, computed by binary search.
+/// The shared state of one conversation: counters and the last message, nothing that grows with messages.
+///
+/// Unread counts come from the stored indexes (`counted`, `own`, `directed`), whose entries carry their
+/// running ordinal within their conversation (or conversation × user): the count in a seq range is the
+/// difference of two ordinals, found by two cursor seeks. Memory keeps only the running totals, which
+/// `apply` uses to number the next entries.
 public struct ConvState: Sendable, Equatable {
-    /// Seqs of counted messages sent to every member (team broadcasts), ascending.
-    public var counted: [UInt64] = []
-    /// Per sender: seqs of their own counted broadcasts (a sender never receives their own message).
-    public var own: [Id: [UInt64]] = [:]
-    /// Per user: seqs of counted messages they received individually (directed team messages, p2p).
-    public var directed: [Id: [UInt64]] = [:]
+    /// Counted messages sent to every member (team broadcasts) so far: the ordinal of the last `counted` entry.
+    public var countedTotal: UInt64 = 0
     /// The last stored message every member sees (broadcasts, tips; every p2p message).
     public var last: MessageRef?
 
@@ -34,6 +34,12 @@ public struct UserConv: Sendable, Equatable {
     public var leaveSeq: UInt64?
     /// The last message only this user sees (directed, or the frozen last message after a removal).
     public var last: MessageRef?
+    /// The user's own counted broadcasts here so far (a sender never receives their own message): the
+    /// ordinal of their last `own` entry. Kept across leaves and rejoins, like the index it numbers.
+    public var ownTotal: UInt64 = 0
+    /// Counted messages the user received here individually so far (directed team messages, p2p): the
+    /// ordinal of their last `directed` entry.
+    public var directedTotal: UInt64 = 0
 
     public init(joinSeq: UInt64 = 0) { self.joinSeq = joinSeq }
 }
@@ -100,25 +106,4 @@ public struct ReceiptState: Sendable, Equatable {
     func isReceiver(_ user: Id) -> Bool { receiverSet.contains(user) }
 
     public static func == (a: ReceiptState, b: ReceiptState) -> Bool { a.receivers == b.receivers && a.read == b.read }
-}
-
-extension Array where Element == UInt64 {
-    /// Number of elements ≤ `x` in an ascending array.
-    @inline(__always)
-    func countAtOrBelow(_ x: UInt64) -> Int {
-        var lo = 0
-        var hi = count
-        while lo < hi {
-            let mid = (lo + hi) >> 1
-            if self[mid] <= x { lo = mid + 1 } else { hi = mid }
-        }
-        return lo
-    }
-
-    /// Number of elements in `(after, through]`.
-    @inline(__always)
-    func count(after: UInt64, through: UInt64) -> Int {
-        guard through > after else { return 0 }
-        return countAtOrBelow(through) - countAtOrBelow(after)
-    }
 }

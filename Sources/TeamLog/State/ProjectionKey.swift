@@ -12,12 +12,18 @@ public enum ProjectionKey: Hashable, Sendable {
     case message(Id)
     /// A conversation's shared record (last message).
     case conv(ConvKey)
-    /// One counted broadcast in a conversation (append-only index).
-    case counted(ConvKey, UInt64)
-    /// One counted broadcast by its sender (append-only index): conversation, sender, seq.
-    case own(ConvKey, Id, UInt64)
-    /// One counted message received individually (append-only index): conversation, user, seq.
-    case directed(ConvKey, Id, UInt64)
+    /// One counted broadcast in a conversation (append-only index): conversation, seq, and its ordinal
+    /// (1, 2, 3, … within the conversation), which is the record's value.
+    ///
+    /// An index record never changes once written, so its key carries its value. A key read back from
+    /// stored bytes (`ProjectionCodec.key`) has ordinal 0: the ordinal is not part of the key's bytes.
+    case counted(ConvKey, UInt64, ordinal: UInt64)
+    /// One counted broadcast by its sender (append-only index): conversation, sender, seq, and its ordinal
+    /// within conversation × sender.
+    case own(ConvKey, Id, UInt64, ordinal: UInt64)
+    /// One counted message received individually (append-only index): conversation, user, seq, and its
+    /// ordinal within conversation × user.
+    case directed(ConvKey, Id, UInt64, ordinal: UInt64)
     /// One user's view of one conversation.
     case userConv(Id, ConvKey)
     /// A receipt tally.

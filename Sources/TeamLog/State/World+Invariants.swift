@@ -35,6 +35,12 @@ extension World {
                 problems.append("team \(id) has \(team.memberCount) members, over its limit")
             }
         }
+        // Every own broadcast is also a counted broadcast of its conversation.
+        for (user, views) in userConvs {
+            for (key, uc) in views where uc.ownTotal > (convs[key]?.countedTotal ?? 0) {
+                problems.append("\(user) in \(key): \(uc.ownTotal) own broadcasts of \(convs[key]?.countedTotal ?? 0)")
+            }
+        }
         return problems + derivedIndexViolations()
     }
 

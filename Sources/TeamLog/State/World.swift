@@ -47,6 +47,9 @@ public struct World: Sendable {
     /// Record which projection records change (`dirty`, `appended`). A replay writes nothing, so it turns
     /// this off: hashing every touched key was a tenth of a replay's cost.
     public var tracksChanges: Bool = true
+    /// The unread index entries applied, kept only by replays that compare or rebuild the index tables
+    /// (`audit`, `repair`); `nil` for the writer, whose entries live on disk (see `IndexJournal`).
+    public var indexJournal: IndexJournal?
     /// Work counters for benchmarks (not state: never stored or compared).
     public var stats = FanOutStats()
     /// Scratch buffers of the fan-out core.
@@ -66,6 +69,14 @@ public struct World: Sendable {
         case .counted, .own, .directed: appended.append(key)
         default: dirty.insert(key)
         }
+    }
+
+    /// Adds an entry to an unread index (`counted`, `own`, `directed`): written to disk by the store,
+    /// and kept in the journal when there is one.
+    @inline(__always)
+    mutating func indexed(_ key: ProjectionKey) {
+        touch(key)
+        indexJournal?.record(key)
     }
 
     /// Marks a record of a join, or a record with a new key (a message, a tip, a receipt tally), as
