@@ -20,7 +20,7 @@ class WriteJob: @unchecked Sendable {
     /// Runs the job on the calling thread.
     func runInPlace() {
         do { try write() } catch { self.error = error }
-        dropRecords()
+        if error == nil { dropRecords() }  // a failed job keeps its records: a checkpoint retries them
         done = true
     }
 }
@@ -87,15 +87,14 @@ final class CommitJob: WriteJob, @unchecked Sendable {
     }
 }
 
-/// The projection records changed since the last checkpoint (each once, encoded from the state at
-/// `seq`) and that position, written to the projection environment in one transaction — after the log
-/// batch that reaches `seq` is durable, so the projections are never ahead of the log.
+/// The projection records changed since the last checkpoint (encoded from the state at `seq`, or when
+/// they were added, for new keys) and that position, written to the projection environment in one
+/// transaction — after the log batch that reaches `seq` is durable, so the projections are never ahead
+/// of the log. A failed job keeps its records, and the next checkpoint writes them first.
 final class CheckpointJob: WriteJob, @unchecked Sendable {
     private let env: Environment
     private let dbs: ProjectionDatabases
     private(set) var changes: [(ProjectionTable, [UInt8], [UInt8]?)]
-    /// Clear every table first (`changes` is then every record of the state).
-    private let replaceAll: Bool
     /// The position; `hash` is taken from `after` once that batch is written.
     private(set) var checkpoint: Checkpoint
     /// The log batch that ends at `checkpoint.seq`, still being written when this job was made.
@@ -105,13 +104,11 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 
     init(
         env: Environment, dbs: ProjectionDatabases, changes: [(ProjectionTable, [UInt8], [UInt8]?)],
-        replaceAll: Bool = false, checkpoint: Checkpoint, after: CommitJob?,
-        waitForLog: @escaping (CommitJob) -> Void
+        checkpoint: Checkpoint, after: CommitJob?, waitForLog: @escaping (CommitJob) -> Void
     ) {
         self.env = env
         self.dbs = dbs
         self.changes = changes
-        self.replaceAll = replaceAll
         self.checkpoint = checkpoint
         self.after = after
         self.waitForLog = waitForLog
@@ -124,15 +121,6 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         for key in state.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
     }
 
-    /// Every record of `state` (a full rewrite).
-    static func allRecords(of state: World) -> [(ProjectionTable, [UInt8], [UInt8]?)] {
-        var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
-        for (table, records) in ProjectionCodec.allRecords(state) {
-            for (key, value) in records { changes.append((table, key, value)) }
-        }
-        return changes
-    }
-
     override func write() throws {
         if let after {
             waitForLog(after)
@@ -143,9 +131,6 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
             checkpoint.hash = after.head.lastHash
         }
         try env.write { txn in
-            if replaceAll {
-                for table in ProjectionTable.allCases { try txn.clear(dbs.table(table)) }
-            }
             for (table, key, value) in changes {
                 let db = dbs.table(table)
                 if let value { try txn.put(db, key: key, value: value) } else { try txn.delete(db, key: key) }
@@ -180,7 +165,7 @@ final class WriterThread: @unchecked Sendable {
         }) {
             var failure: (any Error)?
             do { try current.write() } catch { failure = error }
-            current.dropRecords()
+            if failure == nil { current.dropRecords() }  // a failed job keeps its records to be retried
             monitor.locked {
                 current.error = failure
                 current.done = true

@@ -25,21 +25,13 @@ extension Store {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
-        // After a failed checkpoint its records may be missing from the projections: this one rewrites
-        // every table from the state (rare: only a failed transaction of the projection environment).
-        let replaceAll = checkpointFailed
         bufferAppendedRecords()
         var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
-        if replaceAll {
-            changes = CheckpointJob.allRecords(of: world)
-        } else {
-            swap(&changes, &checkpointBuffer)
-            CheckpointJob.appendChanges(of: world, to: &changes)
-        }
-        checkpointBuffer.removeAll()
+        swap(&changes, &checkpointBuffer)
+        CheckpointJob.appendChanges(of: world, to: &changes)
         let checkpoint = CheckpointJob(
-            env: projectionEnv, dbs: pdbs, changes: changes, replaceAll: replaceAll, checkpoint: position,
-            after: job, waitForLog: { job in committer?.wait(job) })
+            env: projectionEnv, dbs: pdbs, changes: changes, checkpoint: position, after: job,
+            waitForLog: { job in committer?.wait(job) })
         checkpointFailed = false
         world.clearChanges()
         opsSinceCheckpoint = 0
@@ -69,9 +61,9 @@ extension Store {
     }
 
     /// Waits for the checkpoint being written, if any, and takes its position. A checkpoint that failed
-    /// loses nothing: the log holds its events, the projections stay at the previous checkpoint, and the
-    /// next checkpoint rewrites every table (`checkpointFailed`). Its error is kept in
-    /// `lastCheckpointError`.
+    /// loses nothing: the log holds its events, its transaction left the projections at the previous
+    /// checkpoint, and its records go back in front of the buffer, so the next checkpoint writes them
+    /// first (`checkpointFailed`). Its error is kept in `lastCheckpointError`.
     public func finishCheckpoint() {
         guard let job = inFlightCheckpoint else { return }
         checkpointer?.wait(job)
@@ -79,6 +71,7 @@ extension Store {
         if let error = job.error {
             lastCheckpointError = error
             checkpointFailed = true
+            checkpointBuffer = job.changes + checkpointBuffer
         } else {
             checkpoint = job.checkpoint
             lastCheckpointError = nil

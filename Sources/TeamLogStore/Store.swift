@@ -96,7 +96,7 @@ public final class Store {
     /// Ops submitted since the last checkpoint began, and when (monotonic ms) it began.
     var opsSinceCheckpoint = 0
     var lastCheckpointMs: Int64 = 0
-    /// The last checkpoint failed: the next one rewrites every table.
+    /// The last checkpoint failed: its records wait in `checkpointBuffer` for the next one.
     var checkpointFailed = false
     /// Records of the next checkpoint encoded at each commit: the append-only ones the state lists in
     /// `appended` (new keys: index entries, a new message, a join), so a checkpoint encodes only what is

@@ -151,4 +151,44 @@ import Testing
         options.readOnly = true
         return try Store(path: path, options: options, loadState: false).head().seq
     }
+
+    /// The projections' disk fills while the log's has room: checkpoints fail (the log commits go on, the
+    /// records stay pending), and once there is room the next checkpoint writes them all — the store
+    /// audits clean and equals a clean run.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func aFailedCheckpointIsRetriedWithItsRecords() throws {
+        let work = TemporaryDirectory("diskfull-checkpoint")
+        let path = work.child("st")
+        mkdir(path, 0o755)
+        let fs = try #require(Tmpfs(size: "1m"))
+        // The projections' environment on the small file system, the log on the large one.
+        try #require(symlink(fs.path, path + "/proj") == 0)
+        var options = Store.Options()
+        options.noSync = true
+        options.checkpointOps = 300
+        let lines = String(decoding: Self.workload(4_000), as: UTF8.self).split(separator: "\n").map(String.init)
+        let store = try Store(path: path, options: options)
+        var failures = 0
+        for (i, line) in lines.enumerated() {
+            guard case .success(let op) = OpParser.parse(line: line) else { continue }
+            _ = try store.submit(op, now: 1_000)
+            if i % 100 == 99 {
+                try store.commit()  // the log always commits
+                store.finishCheckpoint()
+                if store.lastCheckpointError != nil { failures += 1 }
+            }
+        }
+        try store.commit()
+        #expect(failures > 0, "the projections' disk filled")
+        #expect(store.checkpoint.seq < (try store.head().seq))
+        try fs.resize("64m")
+        try store.checkpointNow()
+        #expect(store.lastCheckpointError == nil)
+        #expect(store.checkpoint.seq == (try store.head().seq))
+        #expect(try store.audit().ok)
+        let clean = try StoreHarness()
+        try clean.feed(lines)
+        #expect(try CrashSafetyTests.storedTables(store) == CrashSafetyTests.storedTables(clean.store))
+        store.close()
+    }
 }
