@@ -43,8 +43,14 @@ public struct LineReader {
     /// Whether the last byte dropped was a CR (which a newline right after makes a line end, not content).
     private var skippedCR = false
     private var eof = false
+    /// Bytes read from the descriptor so far.
+    private var bytesRead = 0
     /// Number of the last line returned (1-based).
     public private(set) var lineNumber = 0
+
+    /// Input bytes consumed so far, counted from where reading began: through the last line returned
+    /// (and the dropped head of an over-long line being skipped). For progress; costs nothing per line.
+    public var bytesConsumed: Int { bytesRead - (end - start) }
 
     /// Reads from `fd`; lines longer than `limit` bytes are reported as `tooLong`.
     public init(fd: Int32, limit: Int = 1 << 20, chunk: Int = 1 << 16, follow: Bool = false) {
@@ -140,6 +146,7 @@ public struct LineReader {
         let n = buffer.withUnsafeMutableBytes { b in read(fd, b.baseAddress! + end, b.count - end) }
         if n > 0 {
             end += n
+            bytesRead += n
             return n
         }
         if n == 0 {

@@ -15,6 +15,8 @@ public struct ParsedLine: Sendable {
     public var result: Result<Op, Rejection>?
     /// The line's opId when it could be read (for rejection records).
     public var opId: Id?
+    /// Input bytes consumed through this line (`LineReader.bytesConsumed`), set by the pipeline for progress.
+    public var endOffset = 0
 
     /// Reads and parses one line (the work the pipeline moves off the writer's thread).
     public static func parse(_ line: LineReader.Line) -> ParsedLine {
@@ -63,7 +65,9 @@ final class ParsePipeline: @unchecked Sendable {
         chunk.reserveCapacity(chunkSize)
         do {
             while let line = try reader.next() {
-                chunk.append(ParsedLine.parse(line))
+                var parsed = ParsedLine.parse(line)
+                parsed.endOffset = reader.bytesConsumed
+                chunk.append(parsed)
                 if chunk.count == chunkSize {
                     guard queue.push(chunk) else { return }
                     chunk.removeAll(keepingCapacity: true)

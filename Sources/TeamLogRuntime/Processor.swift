@@ -49,6 +49,9 @@ public final class Processor {
     /// each batch's records go out as soon as it is durable.
     private var pipelined = false
     public private(set) var summary = Summary()
+    /// Batch mode (`run`) calls this on the processing thread after each chunk of lines (512) with the
+    /// input bytes consumed through the last line processed, for a progress display; stream mode does not.
+    public var progress: ((_ inputBytes: Int) -> Void)?
 
     /// Processes into `store`; `sink` receives committed output bytes (JSON lines).
     public init(
@@ -216,6 +219,7 @@ public final class Processor {
         do {
             while let chunk = try pipeline.next() {
                 for parsed in chunk { try process(parsed) }
+                if let progress, let last = chunk.last { progress(last.endOffset) }
                 pipeline.recycle(chunk)
             }
         } catch {

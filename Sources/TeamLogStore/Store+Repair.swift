@@ -47,8 +47,9 @@ extension Store {
     /// transaction of the log; then rebuilds every projection table and their checkpoint from the
     /// remaining log, in one transaction of the projections.
     /// Ops after the cut are lost from the store: feed them again (their opIds are free again).
-    public func repair() throws -> RepairReport {
-        let replay = try self.replay()
+    /// `progress` is the replay's (every 65,536 events).
+    public func repair(progress: ((Int) -> Void)? = nil) throws -> RepairReport {
+        let replay = try self.replay(progress: progress)
         let keep = UInt64(replay.events)
         let rebuilt = ProjectionCodec.allRecords(replay.world)
         var removed = 0

@@ -2,12 +2,6 @@ import ArgumentParser
 import TeamLog
 import TeamLogStore
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// `teamlog audit`: hash chain + replay + compare; exit 0 when all match, 1 otherwise.
 struct Audit: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -18,9 +12,12 @@ struct Audit: ParsableCommand {
     func run() throws {
         let store = try openForQuery(storeOptions.path)
         let start = monotonicSeconds()
-        let terminal = isatty(2) != 0
-        let report = try store.audit(progress: terminal ? { n in printErrInline("\rreplayed \(n) events…") } : nil)
-        if terminal { printErrInline("\r\u{1B}[K") }
+        // A head that cannot be read is the audit's to report: the progress goes without a total.
+        let progress = Progress("audit", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
+        defer { progress.clear() }
+        let report = try store.audit(progress: progress.isOn ? { progress.update($0) } : nil)
+        // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
+        progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         try printOut(
             "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"

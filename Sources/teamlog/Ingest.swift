@@ -82,7 +82,17 @@ struct Ingest: ParsableCommand {
         var options = Processor.Options()
         options.emit = emitMode
         options.batchSize = batchSize
-        let processor = Processor(store: store, options: options) { bytes in try writeAll(1, bytes) }
+        // Input bytes of a regular file (FILE, or `-` redirected from one) from where reading starts; a
+        // pipe has no total (position and rate only). Stream mode shows none: a live feed has no end.
+        var st = stat()
+        let size = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
+        let total = size.map { max(0, $0 - max(0, Int(lseek(fd, 0, SEEK_CUR)))) }
+        let progress = Progress("ingest", total: total, unit: .bytes, when: !follow)
+        let processor = Processor(store: store, options: options) { bytes in
+            progress.beforeStdout()
+            try writeAll(1, bytes)
+        }
+        if progress.isOn { processor.progress = { progress.update($0) } }
         var reader = LineReader(fd: fd, follow: follow)
         let start = monotonicSeconds()
         do {
@@ -93,9 +103,11 @@ struct Ingest: ParsableCommand {
                 try processor.run(&reader)
             }
         } catch {
+            progress.clear()
             printErr("teamlog: store failure: \(error)")
             throw ExitCode(2)
         }
+        progress.finish()
         store.close()  // a last checkpoint: the next open replays nothing
         if let error = store.lastCheckpointError {
             printErr(

@@ -20,20 +20,30 @@ struct Log: ParsableCommand {
 
     func run() throws {
         let store = try openForQuery(storeOptions.path)
+        // The export of a damaged store goes on without a total when its head cannot be read.
+        let head = try? store.head().seq
+        let end = head.map { min(to ?? $0, $0) } ?? to
+        let progress = Progress("log", total: end.map { Int($0) }, from: Int(max(from, 1)) - 1, unit: .count("events"))
+        defer { progress.clear() }
         var out: [UInt8] = []
         out.reserveCapacity(1 << 20)
         var problem: Store.ChainProblem?
+        var last = Int(max(from, 1)) - 1
         try store.forEachEvent(from: from, to: to) { event in
+            last = Int(event.seq)
+            progress.update(last)
             if let team, event.op.body.team != Id(team) { return }
             out.append(contentsOf: event.op.jsonLine.utf8)
             out.append(0x0A)
             if out.count > 1 << 20 {
+                progress.beforeStdout()
                 try writeAll(1, out)
                 out.removeAll(keepingCapacity: true)
             }
         } problem: {
             problem = $0
         }
+        progress.finish(at: last)
         try writeAll(1, out)
         if let problem {
             printErr("teamlog: log is broken at \(problem); export stopped there")

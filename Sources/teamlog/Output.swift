@@ -27,9 +27,6 @@ func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
 /// Prints text to standard output.
 func printOut(_ text: String) throws { try writeAll(1, Array((text + "\n").utf8)) }
 
-/// Prints text to standard error without a newline (progress lines).
-func printErrInline(_ text: String) { try? writeAll(2, Array(text.utf8)) }
-
 /// Prints text to standard error.
 func printErr(_ text: String) { try? writeAll(2, Array((text + "\n").utf8)) }
 

@@ -15,7 +15,11 @@ struct Repair: ParsableCommand {
         do { store = try Store(path: storeOptions.path, options: options, loadState: false) } catch {
             throw cannotOpen(storeOptions.path, error)
         }
-        let report = try store.repair()
+        // A log too damaged to read its head still gets a position and a rate.
+        let progress = Progress("repair", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
+        defer { progress.clear() }
+        let report = try store.repair(progress: progress.isOn ? { progress.update($0) } : nil)
+        progress.finish(at: report.keptEvents)
         if let p = report.problem {
             try printOut("chain broken at \(p): removed \(report.removedEvents) records from seq \(p.seq) on")
         } else {
