@@ -49,7 +49,8 @@ extension Store {
     /// commit), and forgets the list.
     func bufferAppendedRecords() {
         guard !world.appended.isEmpty else { return }
-        checkpointBuffer.reserveCapacity(checkpointBuffer.count + world.appended.count)
+        // No `reserveCapacity(count + n)` here: called at every commit it reallocated the whole buffer
+        // each time (exact growth), where appending grows it geometrically.
         for key in world.appended { checkpointBuffer.append(ProjectionCodec.record(key, in: world)) }
         world.clearAppended()
     }
