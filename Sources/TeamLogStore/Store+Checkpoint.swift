@@ -128,41 +128,6 @@ extension Store {
             return (events, walk.problem)
         }
     }
-
-    /// Walks the log after `seq` in a snapshot, continuing the hash chain from `hash`: checks seq
-    /// continuity and every chained hash, and hands each good record to `body`, which may name a problem
-    /// with it. Stops at the first problem. Returns the last good seq and its hash.
-    func walkChain(
-        in txn: Transaction, after seq: UInt64, hash: [UInt8],
-        _ body: (UInt64, UnsafeRawBufferPointer) throws -> String?
-    ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?) {
-        var hash = hash
-        var expected = seq + 1
-        var problem: ChainProblem?
-        try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(expected)) { key, value in
-            guard key.count == 8, let seq = try? BigEndianUInt64.decode(key), seq == expected else {
-                problem = ChainProblem(seq: expected, message: "record missing or out of order")
-                return false
-            }
-            guard let record = LogRecord(value) else {
-                problem = ChainProblem(seq: seq, message: "record too short to hold its hash")
-                return false
-            }
-            let next = HashChain.next(previous: hash, seq: seq, payload: record.payload)
-            guard next.elementsEqual(record.hash) else {
-                problem = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
-                return false
-            }
-            if let message = try body(seq, record.payload) {
-                problem = ChainProblem(seq: seq, message: message)
-                return false
-            }
-            hash = next
-            expected += 1
-            return true
-        }
-        return (expected - 1, hash, problem)
-    }
 }
 
 /// Milliseconds of a monotonic clock (checkpoint intervals; never event time).

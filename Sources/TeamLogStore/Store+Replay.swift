@@ -24,15 +24,29 @@ extension Store {
 
     /// Walks the committed log from seq 1 (through `upTo` when given) in a snapshot, checking seq
     /// continuity and every chained hash; calls `body` with each good record's seq and encoded event, and
-    /// stops at the first problem. The one place the chain is verified: replay, export and the writer's
-    /// check at open all use it.
+    /// stops at the first problem. Replay, export and the writer's full check use it.
     func walkChain(
         in txn: Transaction, upTo: UInt64? = nil, _ body: (UInt64, UnsafeRawBufferPointer) throws -> Void
     ) throws -> (records: UInt64, lastHash: [UInt8], problem: ChainProblem?) {
-        var hash = HashChain.genesis
-        var expected: UInt64 = 1
+        let walk = try walkChain(in: txn, after: 0, hash: HashChain.genesis, upTo: upTo) { seq, payload in
+            try body(seq, payload)
+            return nil
+        }
+        return (walk.last, walk.hash, walk.problem)
+    }
+
+    /// Walks the log after `seq` (through `upTo` when given) in a snapshot, continuing the hash chain from
+    /// `hash`: checks seq continuity and every chained hash, and hands each good record to `body`, which
+    /// may name a problem with it. Stops at the first problem. Returns the last good seq and its hash. The
+    /// one place the chain is verified: from seq 1 (replay, export, audit) or after a checkpoint (open).
+    func walkChain(
+        in txn: Transaction, after seq: UInt64, hash: [UInt8], upTo: UInt64? = nil,
+        _ body: (UInt64, UnsafeRawBufferPointer) throws -> String?
+    ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?) {
+        var hash = hash
+        var expected = seq + 1
         var problem: ChainProblem?
-        try txn.forEach(dbs.log.handle) { key, value in
+        try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(expected)) { key, value in
             guard key.count == 8, let seq = try? BigEndianUInt64.decode(key) else {
                 problem = ChainProblem(seq: expected, message: "log key is not an 8-byte seq")
                 return false
@@ -54,8 +68,11 @@ extension Store {
                 problem = ChainProblem(seq: seq, message: "hash mismatch: the record or one before it was changed")
                 return false
             }
+            if let message = try body(seq, record.payload) {
+                problem = ChainProblem(seq: seq, message: message)
+                return false
+            }
             hash = next
-            try body(seq, record.payload)
             expected += 1
             return true
         }
