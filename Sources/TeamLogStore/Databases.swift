@@ -13,8 +13,10 @@ struct Databases {
     let meta: Database<UTF8String, RawBytes>
     let projections: [ProjectionTable: DatabaseHandle]
 
-    /// The layout of the databases and records this build reads and writes.
-    static let format: UInt64 = 1
+    /// The layout of the databases and records this build reads and writes. 2: receipt tallies keep a
+    /// receiver count (and only a directed message's receivers), receipts are `p.receiptReads` entries,
+    /// ended memberships are `p.pastMembers` records.
+    static let format: UInt64 = 2
 
     /// Opens the databases of an existing store, or (`creating` a config) lays out a new one — every
     /// database, the format marker and the settings — in **one** write transaction, so a store is either
