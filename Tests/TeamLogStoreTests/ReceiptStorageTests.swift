@@ -58,7 +58,7 @@ import Testing
         // The receiver count's varint is 1 byte for 19 receivers, 3 for 19,999: nothing else may grow.
         #expect(
             big.message.bytes - small.message.bytes <= 2,
-            "bytes per message: \(big.message.bytes) in a 20,000-member team, \(small.message.bytes) in a 20-member one")
+            "bytes per message: \(big.message.bytes) with 20,000 members, \(small.message.bytes) with 20")
         #expect(big.message.bytes < 200)
         // The receipt: one index entry, nothing rewritten.
         #expect(big.receipt == Footprint(records: 1, bytes: big.receipt.bytes, receipts: 0, receiptReads: 1))

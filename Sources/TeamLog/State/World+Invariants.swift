@@ -38,7 +38,8 @@ extension World {
         for (id, team) in teams {
             for (user, memberships) in team.past {
                 let ordered = zip(memberships, memberships.dropFirst()).allSatisfy { $0.leaveSeq <= $1.joinSeq }
-                let beforeNow = team.member(user).map { m in memberships.allSatisfy { $0.leaveSeq <= m.joinSeq } } ?? true
+                let beforeNow =
+                    team.member(user).map { m in memberships.allSatisfy { $0.leaveSeq <= m.joinSeq } } ?? true
                 if memberships.isEmpty || !ordered || !beforeNow {
                     problems.append("team \(id): ended memberships of \(user) overlap or are out of order")
                 }
@@ -46,7 +47,8 @@ extension World {
         }
         for (id, tally) in receipts {
             if tally.read.count > tally.receiverCount || tally.hasGaps {
-                problems.append("receipts of \(id): \(tally.read.count) read of \(tally.receiverCount), gaps \(tally.hasGaps)")
+                problems.append(
+                    "receipts of \(id): \(tally.read.count) read of \(tally.receiverCount), gaps \(tally.hasGaps)")
             }
             if let directed = tally.directedReceivers, directed.count != tally.receiverCount {
                 problems.append("receipts of \(id): \(directed.count) directed receivers, count \(tally.receiverCount)")
