@@ -13,9 +13,11 @@ struct Databases {
     let opIds: Database<IdCodec, OpIdOutcomeCodec>
     let meta: Database<UTF8String, RawBytes>
 
-    /// The layout of the databases and records this build reads and writes. 2: the log and the
-    /// projections in two environments (1 kept both in one).
-    static let format: UInt64 = 2
+    /// The layout of the databases and records this build reads and writes. 2: receipt tallies keep a
+    /// receiver count (and only a directed message's receivers), receipts are `p.receiptReads` entries,
+    /// ended memberships are `p.pastMembers` records. 3: the log and the projections in two environments
+    /// (before, both in one).
+    static let format: UInt64 = 3
 
     /// Opens the databases of an existing store, or (`creating` a config) lays out a new one — every
     /// database, the format marker and the settings — in **one** write transaction, so a store is either

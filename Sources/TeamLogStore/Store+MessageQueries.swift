@@ -45,17 +45,67 @@ extension Store {
     }
 
     /// `teamlog receipts MESSAGE_ID`: read and unread receivers of a `needReceipt` team message, or `nil`.
+    ///
+    /// Readers come from the `receiptReads` entries under the message, in receipt order (their ordinals);
+    /// unread users are the receivers who are not among them: a directed message's stored receivers, or
+    /// the roster as of the message's seq (current members who joined before it and ended memberships
+    /// that span it) without the sender, in slot order. O(members) here, so that a message stores O(1)
+    /// and a receipt writes one entry.
     public func receiptsView(_ messageId: Id) throws -> JSONValue? {
         try readProjections { txn in
-            try Array(messageId.utf8).withUnsafeBytes { key in
-                try txn.withValue(pdbs.table(.receipts), key: key) { value -> JSONValue? in
-                    guard let value else { return nil }
-                    var world = World()
-                    try ProjectionCodec.restore(.receipts, key: key, value: value, into: &world)
-                    return world.receipts[messageId]!.json(messageId: messageId)
-                }
+            let id = Array(messageId.utf8)
+            guard
+                let tally = try id.withUnsafeBytes({ key in
+                    try txn.withValue(pdbs.table(.receipts), key: key) { value in
+                        try value.map { try ProjectionCodec.decodeReceipt($0) }
+                    }
+                }),
+                let message = try id.withUnsafeBytes({ key in
+                    try txn.withValue(pdbs.table(.messages), key: key) { value in
+                        try value.map { try ProjectionCodec.decodeMessage($0) }
+                    }
+                })
+            else { return nil }
+            var reads: [(ordinal: UInt64, user: Id)] = []
+            let prefix = ProjectionCodec.prefix(messageId)
+            try txn.forEach(pdbs.table(.receiptReads), from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
+                reads.append((try ProjectionCodec.decodeOrdinal(value), user))
+                return true
             }
+            let readUsers = reads.sorted { $0.ordinal < $1.ordinal }.map(\.user)
+            let readSet = Set(readUsers)
+            let receivers =
+                try tally.directedReceivers
+                ?? members(txn, team: message.conv.id, at: message.seq).filter { $0 != message.sender }
+            return ReceiptState.json(
+                messageId: messageId, readUsers: readUsers, unreadUsers: receivers.filter { !readSet.contains($0) })
         }
+    }
+
+    /// The members of `team` when the event at `seq` was applied, in slot order: one walk of its member
+    /// records and one of its ended memberships.
+    func members(_ txn: Transaction, team: Id, at seq: UInt64) throws -> [Id] {
+        var found: [(slot: Int32, user: Id)] = []
+        let prefix = ProjectionCodec.prefix(team)
+        func user(_ key: UnsafeRawBufferPointer) -> Id {
+            Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
+        }
+        try txn.forEach(pdbs.table(.members), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            let member = try ProjectionCodec.decodeMember(user: user(key), value)
+            if member.joinSeq < seq { found.append((member.slot, member.user)) }
+            return true
+        }
+        try txn.forEach(pdbs.table(.pastMembers), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            for m in try ProjectionCodec.decodePastMemberships(value) where m.spans(seq) {
+                found.append((m.slot, user(key)))
+            }
+            return true
+        }
+        return found.sorted { $0.slot < $1.slot }.map(\.user)
     }
 
     /// `teamlog message MESSAGE_ID`: a stored message (or tip), or `nil`.

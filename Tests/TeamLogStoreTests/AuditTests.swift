@@ -109,7 +109,9 @@ import Testing
             let report = try audit(h)
             let name = String(table.dropFirst(2))
             let difference = try #require(report.tables.first { $0.table == name }?.difference, "\(table) \(damage)")
-            let expected = ["ordinal": "vs replayed", "missing": "missing from the store", "extra": "absent after replay"]
+            let expected = [
+                "ordinal": "vs replayed", "missing": "missing from the store", "extra": "absent after replay",
+            ]
             #expect(difference.contains("AUD") && difference.contains(expected[damage]!), "\(difference)")
             #expect(report.tables.filter { $0.difference != nil }.count == 1, "\(table) \(damage): only that table")
         }

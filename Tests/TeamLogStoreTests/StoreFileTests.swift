@@ -91,6 +91,23 @@ import Testing
         #expect(try HostileInputTests.readBytes(path + "/data.mdb") == before)
     }
 
+    /// A store of an older layout (format 1: receipt tallies with receiver lists) is refused with the
+    /// export-and-re-ingest instruction, not misread.
+    @Test func aStoreOfAnotherFormatIsRefused() throws {
+        let directory = TemporaryDirectory("format")
+        let path = directory.child("store")
+        try Store(path: path).close()
+        do {
+            let env = try Environment(path: path)
+            let meta = try env.open("meta", create: false, as: Database<UTF8String, RawBytes>.self)
+            try env.write { txn in try txn.put(meta, "format", BigEndianUInt64.encoded(1)) }
+        }
+        let error = #expect(throws: StoreError.self) { try Store(path: path) }
+        #expect(error?.code == .incompatibleFormat, "\(String(describing: error))")
+        #expect(error?.message.contains("has format 1; this build reads format \(Store.format)") == true)
+        #expect(error?.message.contains("`teamlog log`") == true)
+    }
+
     // MARK: Issue 10.6: creation is one transaction
 
     @Test func aNewStoreIsCreatedInOneTransaction() throws {

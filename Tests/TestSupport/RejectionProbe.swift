@@ -72,7 +72,9 @@ public struct RejectionResidue: CustomStringConvertible, Sendable {
             let same = old.count == records.count && zip(old, records).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
             if !same { residue.differingRecords += max(1, abs(old.count - records.count)) }
         }
-        if store.world.convs != convsBefore || store.world.userConvs != userConvsBefore { residue.differingRecords += 1 }
+        if store.world.convs != convsBefore || store.world.userConvs != userConvsBefore {
+            residue.differingRecords += 1
+        }
         residue.movedLog = store.world.lastSeq != seq || store.world.lastTs != ts
         return residue
     }

@@ -2,7 +2,8 @@
 /// lets the audit walk each stored table once and compare it record by record with the replayed state.
 extension ProjectionCodec {
     /// The projection key a stored key of `table` names, or `nil` when the bytes are not a valid key.
-    /// Index keys come back with ordinal 0 (the ordinal is the record's value, not part of its key).
+    /// Index keys (unread indexes, receipts) come back with ordinal 0 (the ordinal is the record's value,
+    /// not part of its key).
     public static func key(_ table: ProjectionTable, _ bytes: UnsafeRawBufferPointer) -> ProjectionKey? {
         func text(_ slice: Slice<UnsafeRawBufferPointer>) -> Id {
             Id(String(decoding: UnsafeRawBufferPointer(rebasing: slice), as: UTF8.self))
@@ -14,6 +15,7 @@ extension ProjectionCodec {
         switch table {
         case .teams: return .team(text(bytes[...]))
         case .members: return pair().map { .member($0.0, $0.1) }
+        case .pastMembers: return pair().map { .pastMembers($0.0, $0.1) }
         case .invites: return pair().map { .invite($0.0, $0.1) }
         case .applications: return pair().map { .application($0.0, $0.1) }
         case .messages: return .message(text(bytes[...]))
@@ -30,6 +32,7 @@ extension ProjectionCodec {
             }
             return .userConv(text(bytes[..<zero]), conv)
         case .receipts: return .receipt(text(bytes[...]))
+        case .receiptReads: return pair().map { .receiptRead($0.0, $0.1, ordinal: 0) }
         case .presence: return .presence(text(bytes[...]))
         case .channels: return .channel(text(bytes[...]))
         case .offline: return .offline(text(bytes[...]))
@@ -44,6 +47,7 @@ extension ProjectionCodec {
         counts[.members] = world.teams.values.reduce(0) { $0 + $1.memberCount }
         counts[.invites] = world.teams.values.reduce(0) { $0 + $1.invites.count }
         counts[.applications] = world.teams.values.reduce(0) { $0 + $1.applications.count }
+        counts[.pastMembers] = world.teams.values.reduce(0) { $0 + $1.past.count }
         counts[.messages] = world.messages.count
         counts[.convs] = world.convs.count
         let indexed = world.indexJournal?.counts ?? (counted: 0, own: 0, directed: 0)
@@ -52,6 +56,7 @@ extension ProjectionCodec {
         counts[.directed] = indexed.directed
         counts[.userConvs] = world.userConvs.values.reduce(0) { $0 + $1.count }
         counts[.receipts] = world.receipts.count
+        counts[.receiptReads] = world.receipts.values.reduce(0) { $0 + $1.read.count }
         counts[.presence] = world.presence.count
         counts[.channels] = world.channels.count
         counts[.offline] = world.offlineQueues.count

@@ -3,8 +3,8 @@
 /// The same functions encode what `apply` changed (the incremental write) and the whole state (what
 /// the audit compares), so the stored and the replayed projections are byte-comparable.
 public enum ProjectionTable: String, Sendable, CaseIterable, Hashable {
-    case teams, members, invites, applications
-    case messages, convs, counted, own, directed, userConvs, receipts, presence, channels, offline
+    case teams, members, pastMembers, invites, applications
+    case messages, convs, counted, own, directed, userConvs, receipts, receiptReads, presence, channels, offline
 }
 
 /// Keys join ids with a 0x00 byte: ids never hold control characters, so keys sort by team, then user,
@@ -20,6 +20,19 @@ public enum ProjectionCodec {
             return (.teams, Array(id.utf8), world.teams[id].map(encodeTeam))
         case .member(let team, let user):
             return (.members, pairKey(team, user), world.teams[team]?.member(user).map(encodeMember))
+        case .pastMembers(let team, let user):
+            let value = world.teams[team]?.past[user].map { memberships -> [UInt8] in
+                var w = ByteWriter()
+                w.u8(version)
+                w.varint(UInt64(memberships.count))
+                for m in memberships {
+                    w.varint(m.joinSeq)
+                    w.varint(m.leaveSeq)
+                    w.varint(UInt64(m.slot))
+                }
+                return w.bytes
+            }
+            return (.pastMembers, pairKey(team, user), value)
         case .invite(let team, let invitee):
             let value = world.teams[team]?.invites[invitee].map { list -> [UInt8] in
                 var w = ByteWriter()
@@ -73,11 +86,21 @@ public enum ProjectionCodec {
                 world.receipts[id].map { r in
                     var w = ByteWriter()
                     w.u8(version)
-                    w.strings(r.receivers)
-                    w.strings(r.read)
+                    w.varint(UInt64(r.receiverCount))
+                    w.bool(r.directedReceivers != nil)
+                    if let directed = r.directedReceivers { w.strings(directed) }
                     return w.bytes
                 }
             )
+        case .receiptRead(let id, let user, _):
+            // Looked up rather than taken from the key: the audit asks with keys read back from the store.
+            let value = world.receipts[id]?.ordinal(of: user).map { ordinal -> [UInt8] in
+                var w = ByteWriter(capacity: 6)
+                w.u8(version)
+                w.varint(ordinal)
+                return w.bytes
+            }
+            return (.receiptReads, pairKey(id, user), value)
         case .presence(let user):
             return (
                 .presence, Array(user.utf8),
@@ -122,12 +145,16 @@ public enum ProjectionCodec {
             keys += team.slots.compactMap { $0 }.map { .member(id, $0.user) }
             keys += team.invites.keys.map { .invite(id, $0) }
             keys += team.applications.keys.map { .application(id, $0) }
+            keys += team.past.keys.map { .pastMembers(id, $0) }
         }
         keys += world.messages.keys.map { .message($0) }
         keys += world.convs.keys.map { .conv($0) }
         keys += world.indexJournal?.keys ?? []
         for (user, convs) in world.userConvs { keys += convs.keys.map { .userConv(user, $0) } }
-        keys += world.receipts.keys.map { .receipt($0) }
+        for (id, tally) in world.receipts {
+            keys.append(.receipt(id))
+            keys += tally.read.enumerated().map { .receiptRead(id, $0.element, ordinal: UInt64($0.offset + 1)) }
+        }
         keys += world.presence.keys.map { .presence($0) }
         keys += world.channels.keys.map { .channel($0) }
         keys += world.offlineQueues.keys.map { .offline($0) }
@@ -336,6 +363,12 @@ public enum ProjectionCodec {
                 throw DecodeError("member \(user) of unknown team \(team)")
             }
             world.teams[team]!.restoreMember(member)
+        case .pastMembers:
+            let (team, user) = try splitKey(key)
+            guard world.teams.index(forKey: team) != nil else {
+                throw DecodeError("past membership of unknown team \(team)")
+            }
+            world.teams[team]!.restorePast(user, try readPastMemberships(&r))
         case .invites:
             let (team, invitee) = try splitKey(key)
             guard world.teams.index(forKey: team) != nil else {
@@ -387,9 +420,14 @@ public enum ProjectionCodec {
                 uc.last = last
             }
         case .receipts:
-            var tally = ReceiptState(receivers: try r.ids())
-            tally.restoreRead(try r.ids())
-            world.receipts[Id(String(decoding: key, as: UTF8.self))] = tally
+            world.receipts[Id(String(decoding: key, as: UTF8.self))] = try readReceipt(&r)
+        case .receiptReads:
+            let (id, user) = try splitKey(key)
+            let ordinal = try r.varint()
+            guard world.receipts.index(forKey: id) != nil else { throw DecodeError("receipt for unknown tally \(id)") }
+            guard world.receipts[id]!.restoreRead(user, ordinal: ordinal) else {
+                throw DecodeError("receipt \(id)/\(user): ordinal \(ordinal) out of range or taken")
+            }
         case .presence:
             var p = Presence()
             p.devices = try r.ids()
@@ -527,6 +565,54 @@ public enum ProjectionCodec {
         let t = try decodeTeam(id: id, &r, memberCount: &count)
         try r.expectEnd()
         return (t, count)
+    }
+
+    // MARK: Receipts and past memberships
+
+    static func readReceipt(_ r: inout ByteReader) throws(DecodeError) -> ReceiptState {
+        let count = try r.varint()
+        let directed = try r.bool() ? try r.ids() : nil
+        guard count <= UInt64(Int32.max) else { throw DecodeError("receiver count out of range") }
+        return ReceiptState(receiverCount: Int(count), directedReceivers: directed)
+    }
+
+    static func readPastMemberships(_ r: inout ByteReader) throws(DecodeError) -> [PastMembership] {
+        var memberships: [PastMembership] = []
+        for _ in 0..<(try r.count()) {
+            let join = try r.varint()
+            let leave = try r.varint()
+            let slot = try r.varint()
+            guard slot < UInt64(Int32.max), join < leave else { throw DecodeError("bad past membership") }
+            memberships.append(PastMembership(joinSeq: join, leaveSeq: leave, slot: Int32(slot)))
+        }
+        return memberships
+    }
+
+    /// Decodes a stored receipt tally on its own (queries): receiver count, directed receivers, no reads.
+    public static func decodeReceipt(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> ReceiptState {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let tally = try readReceipt(&r)
+        try r.expectEnd()
+        return tally
+    }
+
+    /// Decodes a stored past-memberships record on its own (queries).
+    public static func decodePastMemberships(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> [PastMembership] {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let memberships = try readPastMemberships(&r)
+        try r.expectEnd()
+        return memberships
+    }
+
+    /// Decodes an index record's value on its own (queries): its ordinal.
+    public static func decodeOrdinal(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> UInt64 {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let ordinal = try r.varint()
+        try r.expectEnd()
+        return ordinal
     }
 
     // MARK: Members

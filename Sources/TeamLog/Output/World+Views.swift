@@ -57,12 +57,13 @@ extension TeamState {
 }
 
 extension ReceiptState {
-    /// `{"messageId","read","unread","readUsers","unreadUsers"}`.
-    public func json(messageId: Id) -> JSONValue {
-        let unread = self.unread
-        return .object([
-            ("messageId", .string(messageId)), ("read", .int(Int64(read.count))), ("unread", .int(Int64(unread.count))),
-            ("readUsers", .array(read.map { .string($0) })), ("unreadUsers", .array(unread.map { .string($0) })),
+    /// `{"messageId","read","unread","readUsers","unreadUsers"}`: readers in receipt order, the other
+    /// receivers in the slot order of the message's fan-out.
+    public static func json(messageId: Id, readUsers: [Id], unreadUsers: [Id]) -> JSONValue {
+        .object([
+            ("messageId", .string(messageId)), ("read", .int(Int64(readUsers.count))),
+            ("unread", .int(Int64(unreadUsers.count))), ("readUsers", .array(readUsers.map { .string($0) })),
+            ("unreadUsers", .array(unreadUsers.map { .string($0) })),
         ])
     }
 }

@@ -238,8 +238,9 @@ extension World {
     private mutating func leave(_ id: Id, _ users: [Id], seq: UInt64) {
         for user in users {
             leftConversation(user, team: id, seq: seq)
-            teams[id]!.removeMember(user)
+            teams[id]!.removeMember(user, at: seq)
             touch(.member(id, user))
+            touch(.pastMembers(id, user))
             touch(.team(id))
         }
     }

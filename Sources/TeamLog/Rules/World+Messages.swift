@@ -70,7 +70,9 @@ extension World {
                 if message.sender == actor {
                     throw Rejection(.notPermitted, "\(actor) sent \(id): senders send no receipt")
                 }
-                if !tally.isReceiver(actor) { throw Rejection(.notPermitted, "\(actor) did not receive \(id)") }
+                if !wasReceiver(actor, of: message, tally, in: team) {
+                    throw Rejection(.notPermitted, "\(actor) did not receive \(id)")
+                }
             }
 
         case .messageModify(let id, let content):
@@ -86,6 +88,13 @@ extension World {
         default:
             preconditionFailure("not a message op: \(op.name)")
         }
+    }
+
+    /// Whether `user` received a `needReceipt` team message: one of its directed receivers, or a member
+    /// when it was sent (from the roster and its ended memberships), not its sender.
+    func wasReceiver(_ user: Id, of message: StoredMessage, _ tally: ReceiptState, in team: TeamState) -> Bool {
+        if let directed = tally.directedReceivers { return directed.contains(user) }
+        return user != message.sender && team.wasMember(user, at: message.seq)
     }
 
     /// Content a client may send: `notification` and `tip` are the server's own (`notPermitted`), any
@@ -142,7 +151,10 @@ extension World {
             touch(.userConv(actor, key))
 
         case .messageReceipt(_, let ids):
-            for id in ids where receipts[id]!.markRead(actor) { touch(.receipt(id)) }
+            // One index entry per new receipt; the tally's record is not rewritten.
+            for id in ids {
+                if let ordinal = receipts[id]!.markRead(actor) { touch(.receiptRead(id, actor, ordinal: ordinal)) }
+            }
 
         case .messageModify(let id, let content):
             messages[id]!.content = content
@@ -203,9 +215,14 @@ extension World {
 
         storeMessage(m, sender: sender, event: event, key: key)
         if m.needReceipt && m.isStored {
-            var receivers: [Id] = []
-            MemberBits.forEachSlot(fanOut.receivers) { receivers.append(team.slots[$0]!.user) }
-            receipts[m.messageId] = ReceiptState(receivers: receivers)
+            // The count, and the receivers only when directed (few); a broadcast's are the roster at `seq`.
+            var receivers: [Id]?
+            if directed != nil {
+                receivers = []
+                MemberBits.forEachSlot(fanOut.receivers) { receivers!.append(team.slots[$0]!.user) }
+            }
+            receipts[m.messageId] = ReceiptState(
+                receiverCount: MemberBits.count(fanOut.receivers), directedReceivers: receivers)
             touchNew(.receipt(m.messageId))
         }
         if wantsDeliveries { out.append(.delivery(teamDelivery(team, seq: seq, to: m.to, messageId: m.messageId))) }

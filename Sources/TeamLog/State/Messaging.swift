@@ -74,36 +74,56 @@ public struct StoredMessage: Sendable, Equatable {
 }
 
 /// The receipt tally of a `needReceipt` team message: read + unread = receivers, always.
+///
+/// The receivers are not listed (a 200,000-member supergroup message would store 200,000 ids): a
+/// broadcast's receivers are the members at its seq but the sender, found from the roster and its ended
+/// memberships (`TeamState.members(at:)`); only a directed message, whose receivers are few, keeps them.
+/// So a message stores O(1) bytes (or its directed list) and a receipt one index entry.
 public struct ReceiptState: Sendable, Equatable {
-    /// Who received it (slot order at send time).
-    public var receivers: [Id]
+    /// How many received it.
+    public var receiverCount: Int
+    /// A directed message's receivers (slot order at send time); `nil` for a broadcast.
+    public var directedReceivers: [Id]?
     /// Who has sent a receipt, in order.
-    public var read: [Id] = []
-    /// `read` as a set (derived).
-    var readSet: Set<Id> = []
-    /// `receivers` as a set (derived).
-    var receiverSet: Set<Id>
+    public private(set) var read: [Id] = []
+    /// Each reader's 1-based position in `read` (derived).
+    private var ordinals: [Id: UInt64] = [:]
 
-    public init(receivers: [Id]) {
-        self.receivers = receivers
-        receiverSet = Set(receivers)
+    public init(receiverCount: Int, directedReceivers: [Id]?) {
+        self.receiverCount = receiverCount
+        self.directedReceivers = directedReceivers
     }
 
-    /// Receivers who have not sent a receipt, in receiver order.
-    public var unread: [Id] { receivers.filter { !readSet.contains($0) } }
+    /// Receivers who have not sent a receipt.
+    public var unreadCount: Int { receiverCount - read.count }
 
-    mutating func markRead(_ user: Id) -> Bool {
-        guard readSet.insert(user).inserted else { return false }
+    /// The receipt's ordinal when `user` had not sent one yet; `nil` for a repeat (which counts once).
+    mutating func markRead(_ user: Id) -> UInt64? {
+        guard ordinals[user] == nil else { return nil }
         read.append(user)
+        ordinals[user] = UInt64(read.count)
+        return UInt64(read.count)
+    }
+
+    /// The ordinal of `user`'s receipt, if any.
+    public func ordinal(of user: Id) -> UInt64? { ordinals[user] }
+
+    /// Restores one stored receipt (entries come in reader order, not receipt order); `false` when its
+    /// ordinal is out of range or taken, or the reader is already restored.
+    mutating func restoreRead(_ user: Id, ordinal: UInt64) -> Bool {
+        guard ordinal >= 1, ordinal <= UInt64(receiverCount), ordinals[user] == nil else { return false }
+        let i = Int(ordinal) - 1
+        if read.count <= i { read += Array(repeating: "", count: i + 1 - read.count) }  // ids are never empty
+        guard read[i].isEmpty else { return false }
+        read[i] = user
+        ordinals[user] = ordinal
         return true
     }
 
-    mutating func restoreRead(_ users: [Id]) {
-        read = users
-        readSet = Set(users)
+    /// Whether restored receipts left a gap in the receipt order.
+    public var hasGaps: Bool { read.contains { $0.isEmpty } }
+
+    public static func == (a: ReceiptState, b: ReceiptState) -> Bool {
+        a.receiverCount == b.receiverCount && a.directedReceivers == b.directedReceivers && a.read == b.read
     }
-
-    func isReceiver(_ user: Id) -> Bool { receiverSet.contains(user) }
-
-    public static func == (a: ReceiptState, b: ReceiptState) -> Bool { a.receivers == b.receivers && a.read == b.read }
 }

@@ -4,6 +4,8 @@ public enum ProjectionKey: Hashable, Sendable {
     case team(Id)
     /// One member record: team, user.
     case member(Id, Id)
+    /// One user's ended memberships of a team: team, user.
+    case pastMembers(Id, Id)
     /// One invitee's pending invitations: team, invitee.
     case invite(Id, Id)
     /// One pending application: team, applicant.
@@ -26,8 +28,11 @@ public enum ProjectionKey: Hashable, Sendable {
     case directed(ConvKey, Id, UInt64, ordinal: UInt64)
     /// One user's view of one conversation.
     case userConv(Id, ConvKey)
-    /// A receipt tally.
+    /// A receipt tally: how many received the message, and who (only when directed).
     case receipt(Id)
+    /// One receipt (append-only index): message, reader, and its ordinal (1, 2, 3, … in receipt order),
+    /// which is the record's value. A key read back from stored bytes has ordinal 0.
+    case receiptRead(Id, Id, ordinal: UInt64)
     /// A user's online devices and offline time.
     case presence(Id)
     /// A signaling channel.

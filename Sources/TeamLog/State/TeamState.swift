@@ -34,6 +34,8 @@ public struct TeamState: Sendable, Equatable {
     public var invites: [Id: [Id]] = [:]
     /// Pending applications: applicant → message ("" when none).
     public var applications: [Id: String] = [:]
+    /// Ended memberships per user, oldest first (grows with leaves, never with messages).
+    public internal(set) var past: [Id: [PastMembership]] = [:]
 
     public init(id: Id, kind: TeamKind, owner: Id, seq: UInt64, ts: Int64) {
         self.id = id
@@ -111,6 +113,33 @@ public struct TeamState: Sendable, Equatable {
         return member
     }
 
+    /// Removes a member at `seq`, keeping the ended membership (join, leave, slot) in `past`.
+    public mutating func removeMember(_ user: Id, at seq: UInt64) {
+        guard let member = removeMember(user) else { return }
+        past[user, default: []].append(PastMembership(joinSeq: member.joinSeq, leaveSeq: seq, slot: member.slot))
+    }
+
+    /// Restores a user's ended memberships exactly as stored (used when loading projections).
+    public mutating func restorePast(_ user: Id, _ memberships: [PastMembership]) {
+        past[user] = memberships
+    }
+
+    /// Whether `user` was a member when the event at `seq` was applied (`seq` not after the last event).
+    public func wasMember(_ user: Id, at seq: UInt64) -> Bool {
+        if let member = member(user), member.joinSeq < seq { return true }
+        return past[user]?.contains { $0.spans(seq) } ?? false
+    }
+
+    /// The members when the event at `seq` was applied, in slot order (the order of its fan-out).
+    public func members(at seq: UInt64) -> [Id] {
+        var found: [(slot: Int32, user: Id)] = []
+        for case let member? in slots where member.joinSeq < seq { found.append((member.slot, member.user)) }
+        for (user, memberships) in past {
+            for m in memberships where m.spans(seq) { found.append((m.slot, user)) }
+        }
+        return found.sorted { $0.slot < $1.slot }.map(\.user)
+    }
+
     /// Changes a member record in place.
     public mutating func updateMember(_ user: Id, _ change: (inout Member) -> Void) {
         guard let slot = slotOf[user] else { return }
@@ -134,14 +163,14 @@ public struct TeamState: Sendable, Equatable {
         return w * 64 + (~present[w]).trailingZeroBitCount
     }
 
-    /// Equal information, roster (with slots) and pending requests; caches are ignored.
+    /// Equal information, roster (with slots), pending requests and ended memberships; caches are ignored.
     public static func == (a: TeamState, b: TeamState) -> Bool {
         a.id == b.id && a.kind == b.kind && a.name == b.name && a.intro == b.intro
             && a.announcement == b.announcement && a.avatar == b.avatar && a.ext == b.ext
             && a.joinMode == b.joinMode && a.inviteMode == b.inviteMode && a.beInviteMode == b.beInviteMode
             && a.updateInfoMode == b.updateInfoMode && a.muted == b.muted && a.dismissed == b.dismissed
             && a.owner == b.owner && a.createdSeq == b.createdSeq && a.createdTs == b.createdTs
-            && a.slots == b.slots && a.invites == b.invites && a.applications == b.applications
+            && a.slots == b.slots && a.invites == b.invites && a.applications == b.applications && a.past == b.past
     }
 
     /// Owner and managers, in roster order.

@@ -1,7 +1,7 @@
 /// Invariants of the derived indexes against their sources (as swift-collections checks an `OrderedSet`'s
 /// hash table against its elements): the fan-out bitsets against the rosters and presence, the user → teams
 /// and user → channels indexes against the rosters and channels, the members-sync queue against the
-/// channels and presence, and receipt tallies' sets against their lists.
+/// channels and presence, and receipt tallies' reader ordinals against their list.
 extension World {
     /// Every derived index entry that disagrees with its source, as text; empty when all agree.
     public func derivedIndexViolations() -> [String] {
@@ -58,13 +58,15 @@ extension World {
                 "members sync deadline \(syncDeadline.map(String.init) ?? "none"), expected "
                     + "\(due.map(\.deadline).min().map(String.init) ?? "none")")
         }
-        // Receipt tallies: the sets mirror the lists; read ⊆ receivers.
+        // Receipt tallies: each reader's ordinal is its position in the list; no more readers than receivers.
         for (id, tally) in receipts {
-            if tally.readSet != Set(tally.read) || tally.read.count != tally.readSet.count {
-                problems.append("receipt \(id): read set differs from its list")
+            for (i, user) in tally.read.enumerated() where tally.ordinal(of: user) != UInt64(i + 1) {
+                problems.append("receipt \(id): \(user) at \(i + 1) has ordinal \(String(describing: tally.ordinal(of: user)))")
             }
-            if tally.receiverSet != Set(tally.receivers) { problems.append("receipt \(id): receiver set differs") }
-            if !tally.readSet.isSubset(of: tally.receiverSet) { problems.append("receipt \(id): a reader is no receiver") }
+            if tally.read.count > tally.receiverCount { problems.append("receipt \(id): more readers than receivers") }
+            if let directed = tally.directedReceivers, directed.count != tally.receiverCount {
+                problems.append("receipt \(id): \(directed.count) directed receivers, count \(tally.receiverCount)")
+            }
         }
         return problems
     }

@@ -35,6 +35,25 @@ extension World {
                 problems.append("team \(id) has \(team.memberCount) members, over its limit")
             }
         }
+        for (id, team) in teams {
+            for (user, memberships) in team.past {
+                let ordered = zip(memberships, memberships.dropFirst()).allSatisfy { $0.leaveSeq <= $1.joinSeq }
+                let beforeNow =
+                    team.member(user).map { m in memberships.allSatisfy { $0.leaveSeq <= m.joinSeq } } ?? true
+                if memberships.isEmpty || !ordered || !beforeNow {
+                    problems.append("team \(id): ended memberships of \(user) overlap or are out of order")
+                }
+            }
+        }
+        for (id, tally) in receipts {
+            if tally.read.count > tally.receiverCount || tally.hasGaps {
+                problems.append(
+                    "receipts of \(id): \(tally.read.count) read of \(tally.receiverCount), gaps \(tally.hasGaps)")
+            }
+            if let directed = tally.directedReceivers, directed.count != tally.receiverCount {
+                problems.append("receipts of \(id): \(directed.count) directed receivers, count \(tally.receiverCount)")
+            }
+        }
         // Every own broadcast is also a counted broadcast of its conversation.
         for (user, views) in userConvs {
             for (key, uc) in views where uc.ownTotal > (convs[key]?.countedTotal ?? 0) {

@@ -66,7 +66,7 @@ public struct World: Sendable {
     mutating func touch(_ key: ProjectionKey) {
         guard tracksChanges else { return }
         switch key {
-        case .counted, .own, .directed: appended.append(key)
+        case .counted, .own, .directed, .receiptRead: appended.append(key)
         default: dirty.insert(key)
         }
     }
