@@ -116,7 +116,6 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
     static func appendChanges(of state: World, to changes: inout [(ProjectionTable, [UInt8], [UInt8]?)]) {
-        changes.reserveCapacity(changes.count + state.dirty.count + state.appended.count)
         for key in state.appended { changes.append(ProjectionCodec.record(key, in: state)) }
         for key in state.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
     }
@@ -130,6 +129,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
             }
             checkpoint.hash = after.head.lastHash
         }
+        let changes = Self.lastValues(changes)
         try env.write { txn in
             for (table, key, value) in changes {
                 let db = dbs.table(table)
@@ -140,6 +140,23 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     }
 
     override func dropRecords() { changes = [] }
+
+    /// Each key once, with its last value (the buffer holds a record once per batch that changed it).
+    static func lastValues(_ changes: [(ProjectionTable, [UInt8], [UInt8]?)]) -> [(ProjectionTable, [UInt8], [UInt8]?)] {
+        var seen = Set<Key>()
+        seen.reserveCapacity(changes.count)
+        var out: [(ProjectionTable, [UInt8], [UInt8]?)] = []
+        out.reserveCapacity(changes.count)
+        for change in changes.reversed() where seen.insert(Key(table: change.0, bytes: change.1)).inserted {
+            out.append(change)
+        }
+        return out
+    }
+
+    private struct Key: Hashable {
+        var table: ProjectionTable
+        var bytes: [UInt8]
+    }
 }
 
 /// A thread that runs the write transactions handed to it, one at a time, so the store's thread can go

@@ -25,10 +25,9 @@ extension Store {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
-        bufferAppendedRecords()
+        bufferChanges()
         var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
         swap(&changes, &checkpointBuffer)
-        CheckpointJob.appendChanges(of: world, to: &changes)
         let checkpoint = CheckpointJob(
             env: projectionEnv, dbs: pdbs, changes: changes, checkpoint: position, after: job,
             waitForLog: { job in committer?.wait(job) })
@@ -45,14 +44,16 @@ extension Store {
         inFlightCheckpoint = checkpoint
     }
 
-    /// Encodes the records the state lists as appended into the next checkpoint's buffer (at each
-    /// commit), and forgets the list.
-    func bufferAppendedRecords() {
-        guard !world.appended.isEmpty else { return }
+    /// Encodes the records the state marks as changed since the last commit into the next checkpoint's
+    /// buffer (at each commit, so a checkpoint only hands the buffer over and never stalls the store's
+    /// thread), and forgets the marks. A record changed in several batches is encoded once per batch; the
+    /// checkpointer writes only its last value.
+    func bufferChanges() {
+        guard !world.appended.isEmpty || !world.dirty.isEmpty else { return }
         // No `reserveCapacity(count + n)` here: called at every commit it reallocated the whole buffer
         // each time (exact growth), where appending grows it geometrically.
-        for key in world.appended { checkpointBuffer.append(ProjectionCodec.record(key, in: world)) }
-        world.clearAppended()
+        CheckpointJob.appendChanges(of: world, to: &checkpointBuffer)
+        world.clearChanges()
     }
 
     /// Whether no checkpoint is being written.

@@ -385,7 +385,7 @@ public final class Store {
         swap(&inFlightOpIds, &pendingOpIds)
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
-        bufferAppendedRecords()
+        bufferChanges()
         if checkpointDue { startCheckpoint(after: job) }
     }
 
