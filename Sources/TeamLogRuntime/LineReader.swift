@@ -1,3 +1,4 @@
+import TeamLogThreads
 import TeamLogStore
 #if canImport(Glibc)
     import Glibc
@@ -75,14 +76,14 @@ public struct LineReader {
 
     /// The next line, waiting at most `timeoutMs` for more input (`nil`: no limit).
     public mutating func next(timeoutMs: Int?) throws -> Read {
-        let started = Self.milliseconds()
+        let started = MonotonicClock.milliseconds()
         while true {
             if let line = takeLine() { return .line(line) }
             if eof {
                 guard start < end || skipped > 0 else { return .end }
                 return .line(finishLine(at: end, consumed: end))  // a last line without a newline
             }
-            let remaining = timeoutMs.map { max(0, $0 - Int(Self.milliseconds() - started)) }
+            let remaining = timeoutMs.map { max(0, $0 - Int(MonotonicClock.milliseconds() - started)) }
             if !isRegularFile {
                 var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 let n = poll(&p, 1, Int32(clamping: remaining ?? -1))
@@ -157,9 +158,4 @@ public struct LineReader {
         throw StoreError(code: .io, message: "read failed: \(String(cString: strerror(errno)))", cause: SystemCallError("read", errno))
     }
 
-    static func milliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
 }

@@ -181,7 +181,7 @@ public final class Processor {
     public func follow(_ reader: inout LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
         var deadline: Int64?
         while !stopRequested() {
-            let now = LineReader.milliseconds()
+            let now = MonotonicClock.milliseconds()
             if let d = deadline, now >= d {
                 try commit()
                 deadline = nil
@@ -194,7 +194,7 @@ public final class Processor {
                 if inBatch == 0 && out.bytes.isEmpty {
                     deadline = nil  // the batch just filled and committed
                 } else if deadline == nil {
-                    deadline = LineReader.milliseconds() + Int64(flushMs)
+                    deadline = MonotonicClock.milliseconds() + Int64(flushMs)
                 }
             case .timeout:
                 continue

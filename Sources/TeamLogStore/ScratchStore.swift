@@ -1,4 +1,4 @@
-public import TeamLog
+import TeamLog
 
 #if canImport(Glibc)
     import Glibc

@@ -15,7 +15,7 @@ extension Store {
     var checkpointDue: Bool {
         guard inFlightCheckpointIsDone else { return false }  // one at a time; the next commit tries again
         if opsSinceCheckpoint >= options.checkpointOps { return true }
-        return opsSinceCheckpoint > 0 && LogClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
+        return opsSinceCheckpoint > 0 && MonotonicClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
     }
 
     /// Encodes every record changed since the last checkpoint from the state now (which `after`, the
@@ -34,7 +34,7 @@ extension Store {
         checkpointFailed = false
         world.clearChanges()
         opsSinceCheckpoint = 0
-        lastCheckpointMs = LogClock.milliseconds()
+        lastCheckpointMs = MonotonicClock.milliseconds()
         if checkpointer == nil { checkpointer = WriterThread() }
         if let checkpointer {
             checkpointer.start(checkpoint)
@@ -128,15 +128,6 @@ extension Store {
             }
             return (events, walk.problem)
         }
-    }
-}
-
-/// Milliseconds of a monotonic clock (checkpoint intervals; never event time).
-enum LogClock {
-    static func milliseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }
 

@@ -171,7 +171,7 @@ public final class Store {
         loaded.lastTs = stored.ts
         world = loaded
         if loadState { world.finishRestore() }
-        lastCheckpointMs = LogClock.milliseconds()
+        lastCheckpointMs = MonotonicClock.milliseconds()
 
         if loadState {
             // The log after the checkpoint: its chain continues from the checkpoint's hash, and applying it

@@ -1,3 +1,4 @@
+import TeamLogThreads
 import TeamLogStore
 
 #if canImport(Glibc)
@@ -42,8 +43,4 @@ func cannotOpen(_ path: String, _ error: any Error) -> CLIError {
 }
 
 /// Seconds from a monotonic clock.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
+func monotonicSeconds() -> Double { MonotonicClock.seconds() }

@@ -1,3 +1,4 @@
+import TeamLogThreads
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -51,7 +52,7 @@ final class Progress {
             Int64(environment("TEAMLOG_PROGRESS_INTERVAL_MS").flatMap { Int($0) }.map { max(0, $0) } ?? 100)
             * 1_000_000
         sharesTerminal = isatty(1) != 0 && isatty(2) != 0
-        let now = Self.nanoseconds()
+        let now = MonotonicClock.nanoseconds()
         anchor = (now, first)
         recent = anchor
         if isOn { draw(first, now: now) }
@@ -71,7 +72,7 @@ final class Progress {
     func update(_ position: Int) {
         guard isOn else { return }
         self.position = position
-        let now = Self.nanoseconds()
+        let now = MonotonicClock.nanoseconds()
         guard now >= nextDraw else { return }
         draw(position, now: now)
     }
@@ -79,7 +80,7 @@ final class Progress {
     /// The work ended at `position` (default: the last one given): a last frame, then the line is erased.
     func finish(at position: Int? = nil) {
         guard isOn else { return }
-        draw(position ?? self.position, now: Self.nanoseconds())
+        draw(position ?? self.position, now: MonotonicClock.nanoseconds())
         clear()
     }
 
@@ -154,9 +155,4 @@ final class Progress {
 
     private func write(_ text: String) { try? writeAll(2, Array(text.utf8)) }
 
-    private static func nanoseconds() -> Int64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
 }

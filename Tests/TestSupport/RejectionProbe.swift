@@ -1,5 +1,5 @@
 public import TeamLog
-public import TeamLogStore
+import TeamLogStore
 
 /// What a rejected op left behind in a real store: the rule tables' check that a rejection stores nothing.
 ///
