@@ -31,7 +31,7 @@ extension World {
             teams[c.team] = team
             touch(.team(c.team))
             for user in [actor] + joined {
-                touchJoined(.member(c.team, user))
+                touchAppended(.member(c.team, user))
                 joinedConversation(user, team: c.team, seq: seq)
             }
             tip(
@@ -228,7 +228,7 @@ extension World {
         if !users.isEmpty { touch(.team(id)) }
         for user in users {
             teams[id]!.addMember(user, role: .normal, joinSeq: seq)
-            touchJoined(.member(id, user))
+            touchAppended(.member(id, user))
             joinedConversation(user, team: id, seq: seq)
             if teams[id]!.invites.removeValue(forKey: user) != nil { touch(.invite(id, user)) }
             if teams[id]!.applications.removeValue(forKey: user) != nil { touch(.application(id, user)) }

@@ -223,7 +223,7 @@ extension World {
             }
             receipts[m.messageId] = ReceiptState(
                 receiverCount: MemberBits.count(fanOut.receivers), directedReceivers: receivers)
-            touchNew(.receipt(m.messageId))
+            touchAppended(.receipt(m.messageId))
         }
         if wantsDeliveries { out.append(.delivery(teamDelivery(team, seq: seq, to: m.to, messageId: m.messageId))) }
     }
@@ -275,7 +275,7 @@ extension World {
         record.needReceipt = m.needReceipt && m.isStored && key.kind != .p2p
         record.directedUserIds = m.directedUserIds
         messages[m.messageId] = record
-        touchNew(.message(m.messageId))  // a used id is `duplicateMessageId`: the key is new
+        touchAppended(.message(m.messageId))  // a used id is `duplicateMessageId`: the key is new
     }
 
     /// Numbers the next `own` or `directed` entry of `user` in a conversation: their running total, plus
@@ -333,7 +333,7 @@ extension World {
             isTip: true, stored: true)
         record.needReceipt = false
         messages[tip.messageId] = record
-        touchNew(.message(tip.messageId))
+        touchAppended(.message(tip.messageId))
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
         for user in removed { setIndividualLast(user, key, ref) }
@@ -359,7 +359,7 @@ extension World {
             uc.leaveSeq = nil
             uc.last = nil
         }
-        touchJoined(.userConv(user, key))
+        touchAppended(.userConv(user, key))
         userTeams[user, default: []].insert(id)
         if isOnline(user) { teams[id]!.setOnline(user, true) }
     }

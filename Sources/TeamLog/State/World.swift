@@ -82,19 +82,12 @@ public struct World: Sendable {
     /// Marks a record of a join, or a record with a new key (a message, a tip, a receipt tally), as
     /// changed without hashing it (see `appended`).
     @inline(__always)
-    mutating func touchJoined(_ key: ProjectionKey) {
+    mutating func touchAppended(_ key: ProjectionKey) {
         guard tracksChanges else { return }
         appended.append(key)
     }
 
-    /// Marks a record whose key did not exist before as changed (see `touchJoined`).
-    @inline(__always)
-    mutating func touchNew(_ key: ProjectionKey) { touchJoined(key) }
 
-    /// Forgets the appended records (once the store encoded them).
-    public mutating func clearAppended() {
-        appended.removeAll(keepingCapacity: true)
-    }
 
     /// Forgets which records changed (after the store wrote them, or after a replay or restore).
     public mutating func clearChanges() {
