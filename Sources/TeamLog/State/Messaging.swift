@@ -110,7 +110,7 @@ public struct ReceiptState: Sendable, Equatable {
 
     /// Restores one stored receipt (entries come in reader order, not receipt order); `false` when its
     /// ordinal is out of range or taken, or the reader is already restored.
-    mutating func restoreRead(_ user: Id, ordinal: UInt64) -> Bool {
+    public mutating func restoreRead(_ user: Id, ordinal: UInt64) -> Bool {
         guard ordinal >= 1, ordinal <= UInt64(receiverCount), ordinals[user] == nil else { return false }
         let i = Int(ordinal) - 1
         if read.count <= i { read += Array(repeating: "", count: i + 1 - read.count) }  // ids are never empty

@@ -1,3 +1,5 @@
+public import TeamLog
+
 /// Reading projection keys back, and counting a state's records per table without building them: what
 /// lets the audit walk each stored table once and compare it record by record with the replayed state.
 extension ProjectionCodec {

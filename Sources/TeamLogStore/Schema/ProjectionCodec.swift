@@ -1,3 +1,5 @@
+public import TeamLog
+
 /// The stored form of the projections: one LMDB record per `ProjectionKey`, in a few tables.
 ///
 /// The same functions encode what `apply` changed (the incremental write) and the whole state (what
@@ -649,3 +651,7 @@ public enum ProjectionCodec {
         return m
     }
 }
+
+/// Runs `change` on a value in place (lets a `default:` subscript be looked up once and mutated).
+@inline(__always)
+private func modifying<T>(_ value: inout T, _ change: (inout T) -> Void) { change(&value) }
