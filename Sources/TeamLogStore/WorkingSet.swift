@@ -23,6 +23,8 @@ struct WorkingSet {
     var clock = FIFO<ResidentKey>()
     /// The head seq at the previous sweep: units named after it get a second chance.
     var previousSweepSeq: UInt64 = 0
+    /// The loader's read transaction, kept (reset) between loads with its reader slot.
+    var snapshot: ReadSnapshot?
     /// Scratch for footprints.
     var keys: [ResidentKey] = []
     var missing: [ResidentKey] = []
@@ -125,7 +127,9 @@ extension Store {
 
     /// Looks `keys` up in one read snapshot of the projection environment and makes those found resident.
     private func load(_ keys: [ResidentKey]) throws {
-        try projectionEnv.read { txn in
+        var snapshot = workingSet.snapshot  // a local: the body changes `workingSet`
+        defer { workingSet.snapshot = snapshot }
+        try projectionEnv.read(reusing: &snapshot) { txn in
             for key in keys where !world.isResident(key) {
                 workingSet.stats.lookups += 1
                 if try loadUnit(key, txn) { workingSet.stats.loads += 1 }
