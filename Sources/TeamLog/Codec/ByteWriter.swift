@@ -4,19 +4,21 @@ public struct ByteWriter: Sendable {
     /// The bytes written so far.
     public var bytes: [UInt8]
 
+    // Inlinable throughout: the store's schema encodes every changed record with these, from another module.
+    @inlinable
     public init(capacity: Int = 64) {
         bytes = []
         bytes.reserveCapacity(capacity)
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func u8(_ v: UInt8) { bytes.append(v) }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func bool(_ v: Bool) { bytes.append(v ? 1 : 0) }
 
     /// Unsigned LEB128.
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func varint(_ v: UInt64) {
         var v = v
         while v >= 0x80 {
@@ -27,16 +29,18 @@ public struct ByteWriter: Sendable {
     }
 
     /// Signed values, zig-zag encoded so small negatives (-1) stay one byte.
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func zigzag(_ v: Int64) {
         varint(UInt64(bitPattern: (v << 1) ^ (v >> 63)))
     }
 
     /// Big-endian fixed 8 bytes (keys, where byte order must equal numeric order).
+    @inlinable
     public mutating func u64be(_ v: UInt64) {
         withUnsafeBytes(of: v.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
+    @inlinable
     public mutating func string(_ s: String) {
         var s = s
         s.withUTF8 { utf8 in
@@ -45,15 +49,18 @@ public struct ByteWriter: Sendable {
         }
     }
 
+    @inlinable
     public mutating func optionalString(_ s: String?) {
         bool(s != nil)
         if let s { string(s) }
     }
 
+    @inlinable
     public mutating func strings(_ list: [String]) {
         varint(UInt64(list.count))
         for s in list { string(s) }
     }
 
+    @inlinable
     public mutating func raw(_ b: some Sequence<UInt8>) { bytes.append(contentsOf: b) }
 }
