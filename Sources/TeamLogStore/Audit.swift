@@ -147,7 +147,7 @@ extension Store {
                     if difference == nil {
                         let order = r.map { Self.compareKeys(key, $0.0) } ?? -1
                         if order == 0, let (_, rv) = r {
-                            if !value.elementsEqual(rv) {
+                            if !Self.sameBytes(value, rv) {
                                 let k = Array(key)
                                 difference =
                                     "\(name) \(Self.keyName(k)): stored \(Self.describe(table, k, Array(value))) vs replayed \(Self.describe(table, k, Array(rv)))"
@@ -163,6 +163,11 @@ extension Store {
                                 "\(name) \(Self.keyName(k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
                         }
                     }
+                    if UInt64(count) % Store.releaseInterval == 0 {
+                        // Both tables' pages read so far stay resident otherwise: their whole size by the end.
+                        projectionEnv.releaseResidentPages()
+                        replayedStore.projectionEnv.releaseResidentPages()
+                    }
                     s = try sc.next()
                 }
                 if difference == nil, let (rk, rv) = r {
@@ -175,6 +180,11 @@ extension Store {
         let digest =
             count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
         return AuditReport.TableResult(table: name, records: count, digest: digest, difference: difference)
+    }
+
+    /// Whether two byte strings are equal.
+    static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
     }
 
     /// LMDB's default key order (bytes compared as unsigned, a prefix first): negative, zero or positive.

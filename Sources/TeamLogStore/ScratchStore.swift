@@ -68,6 +68,16 @@ public final class ScratchStore {
 }
 
 extension Store {
+    /// Events (or records) a long scan — a replay, an audit's comparison, a repair's copy — reads between
+    /// two releases of the memory maps' resident pages (`Environment.releaseResidentPages`), which would
+    /// otherwise hold every page it touched: the size of the store. Small in debug builds, so the tests
+    /// run through the releases.
+    #if DEBUG
+        static let releaseInterval: UInt64 = 128
+    #else
+        static let releaseInterval: UInt64 = 65_536
+    #endif
+
     /// A new, empty scratch store with this store's config, in a new directory under `$TMPDIR`: written
     /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
     func makeScratch() throws -> ScratchStore {
@@ -77,6 +87,9 @@ extension Store {
         options.config = world.config
         options.verifyChainAtOpen = false
         options.mapSize = max(64 << 20, env.mapSize, projectionEnv.mapSize)
+        // Checkpoints a fifth as far apart as a writer's: the records changed since the last one wait
+        // encoded in memory (and their transaction's dirty pages), and a replay makes them fast.
+        options.checkpointOps = 20_000
         do {
             let scratch = try Store(path: path, options: options)
             scratch.wantsDeliveries = false
@@ -118,7 +131,16 @@ extension Store {
         let target = scratch.store
         func apply(_ event: Event) throws {
             target.applyReplayed(event)
+            // Counted toward the next checkpoint as a submitted op is (`applyReplayed` does not count it),
+            // so the scratch store checkpoints every `checkpointOps` events as a writer does instead of
+            // buffering every changed record of the history until the end.
+            target.opsSinceCheckpoint += 1
             if target.pendingCount >= batchSize { try target.commit() }
+            if event.seq % Store.releaseInterval == 0 {
+                // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
+                target.env.releaseResidentPages()
+                target.projectionEnv.releaseResidentPages()
+            }
             if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
         }
         let walk = try replayOnTwoCores(txn, upTo: upTo, apply) ?? walkChain(
@@ -126,6 +148,7 @@ extension Store {
         ) { seq, payload in
             let event: Event
             do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
+            if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
             try apply(event)
             return nil
         }
@@ -170,6 +193,8 @@ extension Store {
                             return "undecodable event: \(error)"
                         }
                         chunk.append(event)
+                        // The log's pages read so far stay resident otherwise: the whole log by the end.
+                        if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
                         if chunk.count == chunkSize {
                             guard decoded.push(chunk) else {
                                 stopped = true

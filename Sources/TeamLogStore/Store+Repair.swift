@@ -86,6 +86,7 @@ extension Store {
                     try rtxn.forEach(replayed.pdbs.table(table)) { key, value in
                         try txn.put(db, key: key, value: value, flags: .append)
                         count += 1
+                        if UInt64(count) % Store.releaseInterval == 0 { replayed.projectionEnv.releaseResidentPages() }
                         return true
                     }
                 }
