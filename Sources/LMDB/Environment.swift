@@ -118,6 +118,52 @@ public final class Environment: @unchecked Sendable {
         return (info.me_last_pgno + 1) * Int(stat.ms_psize)
     }
 
+    /// Drops this process's resident pages of the memory map (`madvise(MADV_DONTNEED)`), so a long scan
+    /// does not keep every page it touched counted in the process's resident set, however large the
+    /// file. Safe beside open transactions: LMDB maps the file read-only and shared and never rewrites a
+    /// page a reader can see, so the next read of a page faults it in again, unchanged, from the page
+    /// cache. Holds off a map resize meanwhile. Linux only (elsewhere it does nothing).
+    public func releaseResidentPages() {
+        #if os(Linux)
+            pthread_rwlock_rdlock(resizeLock)
+            defer { pthread_rwlock_unlock(resizeLock) }
+            // LMDB does not say where it mapped the file (`me_mapaddr` is only set for a fixed map): take a
+            // pointer into the map (the main database's first key, in a read transaction) and the mapping
+            // that holds it from /proc/self/maps.
+            var txn: OpaquePointer?
+            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return }
+            defer { mdb_txn_abort(txn) }
+            var cursor: OpaquePointer?
+            guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return }  // 1: the main database
+            defer { mdb_cursor_close(cursor) }
+            var key = MDB_val()
+            var value = MDB_val()
+            guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
+                let (start, end) = Self.mapping(containing: UInt(bitPattern: inside)),
+                let base = UnsafeMutableRawPointer(bitPattern: start)
+            else { return }
+            _ = madvise(base, Int(end - start), MADV_DONTNEED)
+        #endif
+    }
+
+    /// The start and end of the mapping of this process that holds `address` (from /proc/self/maps).
+    private static func mapping(containing address: UInt) -> (UInt, UInt)? {
+        guard let file = fopen("/proc/self/maps", "r") else { return nil }
+        defer { fclose(file) }
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, file) > 0, let line {
+            // "start-end perms offset dev inode path", addresses in hex.
+            var end: UnsafeMutablePointer<CChar>?
+            let start = UInt(strtoull(line, &end, 16))
+            guard let dash = end, dash.pointee == CChar(UInt8(ascii: "-")) else { continue }
+            let stop = UInt(strtoull(dash + 1, nil, 16))
+            if start <= address && address < stop { return (start, stop) }
+        }
+        return nil
+    }
+
     /// Flushes buffers to disk (useful with `noSync`).
     public func sync(force: Bool = true) throws {
         try check(mdb_env_sync(env, force ? 1 : 0), "mdb_env_sync")

@@ -3,8 +3,14 @@ import Crypto
 import LMDB
 import TeamLog
 
-/// `teamlog audit`: verify the hash chain, replay the log into fresh projections and compare them with
-/// the stored ones, table by table. It reads one snapshot of the projections and then one of the log
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `teamlog audit`: verify the hash chain, replay the log into a scratch store and compare its projections
+/// with the stored ones, table by table. It reads one snapshot of the projections and then one of the log
 /// (which can only be ahead of them), so it runs beside a live writer: the stored projections are
 /// compared with the replay through their checkpoint seq, and the rest of the log is chain-checked.
 public struct AuditReport: Sendable {
@@ -37,8 +43,10 @@ public struct AuditReport: Sendable {
 }
 
 extension Store {
-    /// Audits the committed store: the stored projections against a replay through their checkpoint,
-    /// and the whole hash chain to the head.
+    /// Audits the committed store: the whole hash chain to the head, and the stored projections against a
+    /// replay of the log through their checkpoint into a scratch store (no fsync, in `$TMPDIR`, removed
+    /// afterwards), compared table by table as two key-ordered cursor streams. Memory holds the replay's
+    /// working state only, nothing that grows with the history.
     public func audit(progress: ((Int) -> Void)? = nil) throws -> AuditReport {
         // The writer's own store audits its committed state; and no checkpoint of this process may grow
         // the projections' map while they are read.
@@ -48,31 +56,21 @@ extension Store {
             let checkpoint = try pdbs.readCheckpoint(ptxn)
             return try env.read { txn in
                 let meta = try dbs.readMeta(txn)
-                var report: AuditReport
-                var hashAtCheckpoint: [UInt8]?
-                if let (twoCores, hash) = try auditOnTwoCores(txn, ptxn, checkpoint: checkpoint, progress: progress) {
-                    report = twoCores
-                    hashAtCheckpoint = hash
-                } else {
-                    let replay = try replay(in: txn, upTo: checkpoint.seq, progress: progress)
-                    report = AuditReport(
-                        seq: checkpoint.seq, events: replay.events, chainProblem: replay.problem,
-                        checkpointProblem: nil, tables: [])
-                    if replay.problem == nil {
-                        report.checkpointProblem = Self.positionProblem(
-                            checkpoint, records: UInt64(replay.events), lastHash: replay.lastHash)
-                        hashAtCheckpoint = replay.lastHash
-                    }
-                    let expected = ProjectionCodec.recordCounts(replay.world)
-                    for table in ProjectionTable.allCases {
-                        report.tables.append(
-                            try compareTable(table, world: replay.world, expected: expected[table] ?? 0, in: ptxn))
-                    }
+                let scratch = try makeScratch()
+                defer { scratch.remove() }
+                try replay(into: scratch, in: txn, upTo: checkpoint.seq, progress: progress)
+                var report = AuditReport(
+                    seq: checkpoint.seq, events: scratch.events, chainProblem: scratch.problem,
+                    checkpointProblem: nil, tables: [])
+                if scratch.problem == nil {
+                    report.checkpointProblem = Self.positionProblem(
+                        checkpoint, records: UInt64(scratch.events), lastHash: scratch.lastHash)
                 }
+                report.tables = try compareTables(ptxn, with: scratch.store)
                 report.headSeq = meta.lastSeq
                 // The log after the checkpoint: its chain, and the head naming its end.
-                if report.chainProblem == nil && report.checkpointProblem == nil, let hashAtCheckpoint {
-                    let tail = try walkChain(in: txn, after: checkpoint.seq, hash: hashAtCheckpoint) { _, _ in nil }
+                if report.chainProblem == nil && report.checkpointProblem == nil {
+                    let tail = try walkChain(in: txn, after: checkpoint.seq, hash: scratch.lastHash) { _, _ in nil }
                     report.chainProblem = tail.problem
                     if tail.problem == nil {
                         report.checkpointProblem =
@@ -95,68 +93,24 @@ extension Store {
         return nil
     }
 
-    /// The audit on two threads, each reading its own transaction on the same snapshot (same txn id): one
-    /// walks the log, checking the hash chain and decoding events, while the other applies them; then the
-    /// tables are compared, split between the two by size. `nil` (do it on one thread) when the second thread cannot get the same snapshot (a
-    /// writer committed in between) or the log has a problem, whose report the one-thread path words.
-    private func auditOnTwoCores(
-        _ txn: Transaction, _ ptxn: Transaction, checkpoint: Checkpoint, progress: ((Int) -> Void)?
-    ) throws -> (AuditReport, [UInt8])? {
-        let snapshot = txn.snapshotID
+    /// Compares every stored table (snapshot `ptxn` of `projectionEnv`) with the replayed store's, on two
+    /// threads when the second can read the same snapshot: the tables split in two groups of about equal
+    /// record counts (the cost of a table is about its records). Results in `ProjectionTable` order.
+    func compareTables(_ ptxn: Transaction, with replayed: Store) throws -> [AuditReport.TableResult] {
         let projectionSnapshot = ptxn.snapshotID
-        // The second thread walks the log (checking the chain) and decodes; this one applies.
-        let decoded = ChunkQueue<Event>()
-        let config = world.config
-        let (replayed, chain) = try inParallel(
-            { () -> (world: World, events: Int) in
-                var replayer = Replayer(config: config, progress: progress)
-                while let chunk = try decoded.pop() {
-                    for event in chunk { replayer.apply(event) }
-                    decoded.recycle(chunk)  // freed on the decoding thread
-                }
-                let events = replayer.events
-                return (replayer.finish(), events)
-            },
-            {
-                defer { decoded.close() }
-                typealias Walk = (records: UInt64, lastHash: [UInt8], problem: ChainProblem?)
-                return try self.env.concurrentRead { other -> Walk? in
-                    guard other.snapshotID == snapshot else { return nil }
-                    var chunk: [Event] = []
-                    chunk.reserveCapacity(256)
-                    var undecodable = false
-                    let walk = try self.walkChain(in: other, upTo: checkpoint.seq) { seq, payload in
-                        guard !undecodable, let event = try? EventCodec.decode(seq: seq, payload) else {
-                            undecodable = true
-                            return
-                        }
-                        chunk.append(event)
-                        if chunk.count == 256 {
-                            _ = decoded.push(chunk)
-                            chunk.removeAll(keepingCapacity: true)
-                        }
-                    }
-                    if !chunk.isEmpty { _ = decoded.push(chunk) }
-                    return undecodable ? nil : walk
-                } ?? nil
-            })
-        guard let chain, chain.problem == nil, UInt64(replayed.events) == chain.records else { return nil }
-        var report = AuditReport(
-            seq: checkpoint.seq, events: replayed.events, chainProblem: nil,
-            checkpointProblem: Self.positionProblem(checkpoint, records: chain.records, lastHash: chain.lastHash),
-            tables: [])
-        let world = replayed.world
-        let expected = ProjectionCodec.recordCounts(world)
-        // Two groups of about equal record counts (the cost of a table is about its records).
+        var sizes: [ProjectionTable: Int] = [:]
+        for table in ProjectionTable.allCases { sizes[table] = Int(try ptxn.stat(pdbs.table(table)).entries) }
         var groups: [[ProjectionTable]] = [[], []]
         var load = [0, 0]
-        for table in ProjectionTable.allCases.sorted(by: { (expected[$0] ?? 0) > (expected[$1] ?? 0) }) {
+        for table in ProjectionTable.allCases.sorted(by: { sizes[$0]! > sizes[$1]! }) {
             let g = load[0] <= load[1] ? 0 : 1
             groups[g].append(table)
-            load[g] += expected[table] ?? 0
+            load[g] += sizes[table]!
         }
-        let compare = { (tables: [ProjectionTable], txn: Transaction) throws -> [AuditReport.TableResult] in
-            try tables.map { try self.compareTable($0, world: world, expected: expected[$0] ?? 0, in: txn) }
+        let compare = { (tables: [ProjectionTable], stored: Transaction) throws -> [AuditReport.TableResult] in
+            try replayed.projectionEnv.read { rtxn in
+                try tables.map { try self.compareTable($0, stored: stored, replayed: rtxn, of: replayed) }
+            }
         }
         let (first, second) = try inParallel(
             { try compare(groups[0], ptxn) },
@@ -166,100 +120,81 @@ extension Store {
                 } ?? nil
             })
         let results = first + (try second ?? compare(groups[1], ptxn))
-        for table in ProjectionTable.allCases {
-            report.tables.append(results.first { $0.table == table.rawValue }!)
-        }
-        return (report, chain.lastHash)
+        return ProjectionTable.allCases.map { table in results.first { $0.table == table.rawValue }! }
     }
 
-    /// Compares one table, naming a replayed record missing from the store when the counts differ.
-    func compareTable(_ table: ProjectionTable, world: World, expected: Int, in txn: Transaction) throws
-        -> AuditReport.TableResult
+    /// Merge-walks one stored table and the replayed store's same table in key order: the stored records
+    /// are counted and digested (SHA-256 over length-prefixed keys and values), and the first difference is
+    /// kept — a key in both with other values, a stored key the replay does not have, or a replayed key
+    /// missing from the store — with its key and values. Neither table is copied.
+    func compareTable(_ table: ProjectionTable, stored: Transaction, replayed: Transaction, of replayedStore: Store)
+        throws -> AuditReport.TableResult
     {
-        var result = try compareStoredRecords(table, world: world, in: txn)
-        if result.difference == nil && result.records != expected {
-            // Counts differ but every stored record matched: some replayed record is missing from the
-            // store. The rare path: materialize this table's replayed records to name it.
-            let rebuilt = ProjectionCodec.allRecords(world)[table] ?? []
-            result = try compareTable(table, replayed: rebuilt, in: txn)
-        }
-        return result
-    }
-
-    /// Streams one stored table in key order and compares each record with the value the replayed state
-    /// gives its key (no replayed record is built for a key the store does not have). Equal counts and no
-    /// difference mean equal tables, since keys are unique.
-    func compareStoredRecords(_ table: ProjectionTable, world: World, in txn: Transaction) throws
-        -> AuditReport.TableResult
-    {
-        try scanTable(table, in: txn) { key, value in
-            let name = Self.keyName(key)
-            guard let projectionKey = ProjectionCodec.key(table, key) else {
-                return "\(table.rawValue) \(name): not a valid key of this table"
-            }
-            guard let replayed = ProjectionCodec.record(projectionKey, in: world).2 else {
-                return
-                    "\(table.rawValue) \(name): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
-            }
-            if value.elementsEqual(replayed) { return nil }
-            return
-                "\(table.rawValue) \(name): stored \(Self.describe(table, Array(key), Array(value))) vs replayed \(Self.describe(table, Array(key), replayed))"
-        }
-    }
-
-    /// Compares one stored table with the replayed records sorted by key (the path that can also name a
-    /// record missing from the store).
-    func compareTable(_ table: ProjectionTable, replayed: [([UInt8], [UInt8])], in txn: Transaction) throws
-        -> AuditReport.TableResult
-    {
-        var j = 0
-        var result = try scanTable(table, in: txn) { key, value in
-            guard j < replayed.count else {
-                return "\(table.rawValue) \(Self.keyName(key)): stored but absent after replay"
-            }
-            let (rk, rv) = replayed[j]
-            if key.elementsEqual(rk) {
-                j += 1
-                if value.elementsEqual(rv) { return nil }
-                return
-                    "\(table.rawValue) \(Self.keyName(rk)): stored \(Self.describe(table, rk, Array(value))) vs replayed \(Self.describe(table, rk, rv))"
-            }
-            if key.lexicographicallyPrecedes(rk) {
-                return
-                    "\(table.rawValue) \(Self.keyName(key)): stored \(Self.describe(table, Array(key), Array(value))) but absent after replay"
-            }
-            return
-                "\(table.rawValue) \(Self.keyName(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
-        }
-        if result.difference == nil && j < replayed.count {
-            let (rk, rv) = replayed[j]
-            result.difference =
-                "\(table.rawValue) \(Self.keyName(rk)): missing from the store; replay has \(Self.describe(table, rk, rv))"
-        }
-        return result
-    }
-
-    /// Walks a stored table once: counts its records, digests them (SHA-256 over length-prefixed keys and
-    /// values) and keeps the first difference `check` reports, without copying the table.
-    private func scanTable(
-        _ table: ProjectionTable, in txn: Transaction,
-        _ check: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> String?
-    ) throws -> AuditReport.TableResult {
         var hasher = SHA256()
         var count = 0
         var difference: String?
-        try txn.forEach(pdbs.table(table)) { key, value in
-            count += 1
-            var lengths = (UInt32(key.count), UInt32(value.count))
-            withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
-            hasher.update(bufferPointer: key)
-            hasher.update(bufferPointer: value)
-            if difference == nil { difference = check(key, value) }
-            return true
+        let name = table.rawValue
+        try stored.withCursor(pdbs.table(table)) { sc in
+            try replayed.withCursor(replayedStore.pdbs.table(table)) { rc in
+                var s = try sc.first()
+                var r = try rc.first()
+                while let (key, value) = s {
+                    count += 1
+                    var lengths = (UInt32(key.count), UInt32(value.count))
+                    withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
+                    hasher.update(bufferPointer: key)
+                    hasher.update(bufferPointer: value)
+                    if difference == nil {
+                        let order = r.map { Self.compareKeys(key, $0.0) } ?? -1
+                        if order == 0, let (_, rv) = r {
+                            if !Self.sameBytes(value, rv) {
+                                let k = Array(key)
+                                difference =
+                                    "\(name) \(Self.keyName(k)): stored \(Self.describe(table, k, Array(value))) vs replayed \(Self.describe(table, k, Array(rv)))"
+                            }
+                            r = try rc.next()
+                        } else if order < 0 {
+                            let k = Array(key)
+                            difference =
+                                "\(name) \(Self.keyName(k)): stored \(Self.describe(table, k, Array(value))) but absent after replay"
+                        } else if let (rk, rv) = r {
+                            let k = Array(rk)
+                            difference =
+                                "\(name) \(Self.keyName(k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
+                        }
+                    }
+                    if UInt64(count) % Store.releaseInterval == 0 {
+                        // Both tables' pages read so far stay resident otherwise: their whole size by the end.
+                        projectionEnv.releaseResidentPages()
+                        replayedStore.projectionEnv.releaseResidentPages()
+                    }
+                    s = try sc.next()
+                }
+                if difference == nil, let (rk, rv) = r {
+                    let k = Array(rk)
+                    difference =
+                        "\(name) \(Self.keyName(k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
+                }
+            }
         }
         let digest =
             count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
-        return AuditReport.TableResult(table: table.rawValue, records: count, digest: digest, difference: difference)
+        return AuditReport.TableResult(table: name, records: count, digest: digest, difference: difference)
+    }
+
+    /// Whether two byte strings are equal.
+    static func sameBytes(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
+    }
+
+    /// LMDB's default key order (bytes compared as unsigned, a prefix first): negative, zero or positive.
+    static func compareKeys(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
+        let common = min(a.count, b.count)
+        if common > 0 {
+            let order = memcmp(a.baseAddress!, b.baseAddress!, common)
+            if order != 0 { return Int(order) }
+        }
+        return a.count - b.count
     }
 
     /// A key as text, its 0x00 separators shown as `/`.

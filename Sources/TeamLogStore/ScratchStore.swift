@@ -1,4 +1,6 @@
+import LMDB
 import TeamLog
+import TeamLogThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -13,17 +15,17 @@ public final class ScratchStore {
     /// The store; query it like any other.
     public let store: Store
     /// Events replayed into it.
-    public let events: Int
+    public internal(set) var events: Int = 0
     /// The first problem met in the source's log, if any: the replay stopped before it.
-    public let problem: Store.ChainProblem?
+    public internal(set) var problem: Store.ChainProblem?
+    /// The source log's chained hash after the last event replayed.
+    public internal(set) var lastHash: [UInt8] = HashChain.genesis
     /// The directory, removed with its files.
     public let path: String
     private var removed = false
 
-    init(store: Store, events: Int, problem: Store.ChainProblem?, path: String) {
+    init(store: Store, path: String) {
         self.store = store
-        self.events = events
-        self.problem = problem
         self.path = path
     }
 
@@ -66,47 +68,142 @@ public final class ScratchStore {
 }
 
 extension Store {
-    /// Replays this store's committed log from seq 1 (through `upTo` when given), verifying its hash chain,
-    /// into a new scratch store: each event applied and committed through the writer's own path (apply,
-    /// changed records, one transaction per `batchSize` events), so the scratch store's tables are the ones
-    /// a writer that stopped at that seq would hold, unread indexes included. Memory holds the working
-    /// state only: the index entries go to the scratch store's disk as they are made.
-    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192) throws -> ScratchStore {
+    /// Events (or records) a long scan — a replay, an audit's comparison, a repair's copy — reads between
+    /// two releases of the memory maps' resident pages (`Environment.releaseResidentPages`), which would
+    /// otherwise hold every page it touched: the size of the store. Small in debug builds, so the tests
+    /// run through the releases.
+    #if DEBUG
+        static let releaseInterval: UInt64 = 128
+    #else
+        static let releaseInterval: UInt64 = 65_536
+    #endif
+
+    /// A new, empty scratch store with this store's config, in a new directory under `$TMPDIR`: written
+    /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
+    func makeScratch() throws -> ScratchStore {
         let path = try ScratchStore.makeDirectory()
         var options = Options()
         options.noSync = true
         options.config = world.config
         options.verifyChainAtOpen = false
-        options.mapSize = 64 << 20
-        let scratch: Store
+        options.mapSize = max(64 << 20, env.mapSize, projectionEnv.mapSize)
+        // Checkpoints a fifth as far apart as a writer's: the records changed since the last one wait
+        // encoded in memory (and their transaction's dirty pages), and a replay makes them fast.
+        options.checkpointOps = 20_000
         do {
-            scratch = try Store(path: path, options: options)
+            let scratch = try Store(path: path, options: options)
+            scratch.wantsDeliveries = false
+            return ScratchStore(store: scratch, path: path)
         } catch {
             ScratchStore.removeDirectory(path)
             throw error
         }
-        scratch.wantsDeliveries = false
-        var undecodable: ChainProblem?
+    }
+
+    /// Replays this store's committed log from seq 1 (through `upTo` when given), verifying its hash chain,
+    /// into a new scratch store: each event applied and committed through the writer's own path (apply,
+    /// changed records, one transaction per `batchSize` events, checkpoints), so the scratch store's tables
+    /// are the ones a writer that stopped at that seq would hold, unread indexes included, and its
+    /// projections are checkpointed at that seq. The replay keeps no history in memory: what it makes goes
+    /// to the scratch store's disk.
+    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192) throws -> ScratchStore {
+        let scratch = try makeScratch()
         do {
-            let walk = try env.read { txn in
-                try walkChain(in: txn, upTo: upTo) { seq, payload in
-                    guard undecodable == nil else { return }
-                    let event: Event
-                    do { event = try EventCodec.decode(seq: seq, payload) } catch {
-                        undecodable = ChainProblem(seq: seq, message: "undecodable event: \(error)")
-                        return
-                    }
-                    try scratch.applyReplayed(event)
-                    if scratch.pendingCount >= batchSize { try scratch.commit() }
-                }
+            try env.read { txn in
+                try replay(into: scratch, in: txn, upTo: upTo, batchSize: batchSize, progress: nil)
             }
-            try scratch.commit()
-            let events = undecodable.map { Int($0.seq - 1) } ?? Int(walk.records)
-            return ScratchStore(store: scratch, events: events, problem: undecodable ?? walk.problem, path: path)
+            return scratch
         } catch {
-            scratch.close()
-            ScratchStore.removeDirectory(path)
+            scratch.remove()
             throw error
         }
+    }
+
+    /// Replays the log of snapshot `txn` (of `env`) from seq 1 through `upTo` (or its end, or its first
+    /// problem) into `scratch`, then checkpoints the scratch store's projections at the last event
+    /// replayed. Sets the scratch store's `events`, `problem` and `lastHash`. Two threads when the second
+    /// can read the same snapshot: one walks the chain and decodes, this one applies and commits.
+    /// `progress` is called every 65,536 seqs.
+    func replay(
+        into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, batchSize: Int = 8_192,
+        progress: ((Int) -> Void)?
+    ) throws {
+        let target = scratch.store
+        func apply(_ event: Event) throws {
+            try target.applyReplayed(event)
+            if target.pendingCount >= batchSize { try target.commit() }
+            if event.seq % Store.releaseInterval == 0 {
+                // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
+                target.env.releaseResidentPages()
+                target.projectionEnv.releaseResidentPages()
+            }
+            if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
+        }
+        let walk = try replayOnTwoCores(txn, upTo: upTo, apply) ?? walkChain(
+            in: txn, after: 0, hash: HashChain.genesis, upTo: upTo
+        ) { seq, payload in
+            let event: Event
+            do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
+            if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
+            try apply(event)
+            return nil
+        }
+        try target.checkpointNow()
+        scratch.events = Int(walk.last)
+        scratch.problem = walk.problem
+        scratch.lastHash = walk.hash
+    }
+
+    /// The replay's walk on a second thread (in its own transaction on the same snapshot), checking the
+    /// chain and decoding events in chunks, while this thread applies them. `nil`, with nothing applied,
+    /// when the second thread cannot get the same snapshot (a writer committed in between).
+    private func replayOnTwoCores(
+        _ txn: Transaction, upTo: UInt64?, _ apply: (Event) throws -> Void
+    ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?)? {
+        let snapshot = txn.snapshotID
+        let decoded = ChunkQueue<Event>()
+        let chunkSize = 256
+        let (_, walk) = try inParallel(
+            {
+                do {
+                    while let chunk = try decoded.pop() {
+                        for event in chunk { try apply(event) }
+                        decoded.recycle(chunk)  // freed on the decoding thread
+                    }
+                } catch {
+                    decoded.close()  // stops the walk
+                    throw error
+                }
+            },
+            {
+                defer { decoded.close() }
+                return try self.env.concurrentRead { other -> (UInt64, [UInt8], ChainProblem?)? in
+                    guard other.snapshotID == snapshot else { return nil }
+                    var chunk: [Event] = []
+                    chunk.reserveCapacity(chunkSize)
+                    var stopped = false
+                    let walk = try self.walkChain(in: other, after: 0, hash: HashChain.genesis, upTo: upTo) {
+                        seq, payload in
+                        let event: Event
+                        do { event = try EventCodec.decode(seq: seq, payload) } catch {
+                            return "undecodable event: \(error)"
+                        }
+                        chunk.append(event)
+                        // The log's pages read so far stay resident otherwise: the whole log by the end.
+                        if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
+                        if chunk.count == chunkSize {
+                            guard decoded.push(chunk) else {
+                                stopped = true
+                                return "replay stopped"
+                            }
+                            chunk.removeAll(keepingCapacity: true)
+                        }
+                        return nil
+                    }
+                    if !chunk.isEmpty { _ = decoded.push(chunk) }
+                    return stopped ? nil : walk
+                } ?? nil
+            })
+        return walk
     }
 }

@@ -45,60 +45,85 @@ extension Store {
 
     /// Cuts the log before its first bad record (if any) and drops the opIds of the removed events, in one
     /// transaction of the log; then rebuilds every projection table and their checkpoint from the
-    /// remaining log, in one transaction of the projections.
+    /// remaining log, in one transaction of the projections. The rebuild replays the log into a scratch
+    /// store (no fsync, in `$TMPDIR`, removed afterwards) and copies its tables in key order, so memory
+    /// holds the replay's working state only, never the history.
     /// Ops after the cut are lost from the store: feed them again (their opIds are free again).
     /// `progress` is the replay's (every 65,536 events).
     public func repair(progress: ((Int) -> Void)? = nil) throws -> RepairReport {
-        let replay = try self.replay(progress: progress)
-        let keep = UInt64(replay.events)
-        let rebuilt = ProjectionCodec.allRecords(replay.world)
-        var removed = 0
-        var count = 0
-        try env.write { txn in
-            var doomed: [[UInt8]] = []
-            try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(keep + 1)) { key, _ in
-                doomed.append(Array(key))
-                return true
+        let scratch = try makeScratch()
+        defer { scratch.remove() }
+        try env.read { txn in try replay(into: scratch, in: txn, upTo: nil, progress: progress) }
+        let keep = UInt64(scratch.events)
+        let lastTs = scratch.store.checkpoint.ts
+        let removed = try env.write { txn in
+            // Every key that is not a seq of 1...keep: those after the cut, in chunks of bounded size, then
+            // any that is not an 8-byte seq or is seq 0 (records out of order or with a bad key sort anywhere).
+            var removed = try Self.deleteKeys(in: txn, dbs.log.handle, from: BigEndianUInt64.encoded(keep + 1)) {
+                _, _ in true
             }
-            // Records out of order or with a bad key sort anywhere: drop every key that is not 1...keep.
-            try txn.forEach(dbs.log.handle) { key, _ in
-                if key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) > keep
-                    || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0
-                {
-                    if !doomed.contains(where: { $0.elementsEqual(key) }) { doomed.append(Array(key)) }
-                }
-                return true
+            removed += try Self.deleteKeys(in: txn, dbs.log.handle) { key, _ in
+                key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0
             }
-            for key in doomed { try txn.delete(dbs.log.handle, key: key) }
-            removed = doomed.count
-            var staleOpIds: [[UInt8]] = []
-            try txn.forEach(dbs.opIds.handle) { key, value in
-                if case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value), seq > keep {
-                    staleOpIds.append(Array(key))
-                }
-                return true
+            _ = try Self.deleteKeys(in: txn, dbs.opIds.handle) { _, value in
+                if case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value) { return seq > keep }
+                return false
             }
-            for key in staleOpIds { try txn.delete(dbs.opIds.handle, key: key) }
-            try dbs.writeHead(
-                txn, Meta(lastSeq: keep, lastTs: replay.world.lastTs, lastHash: replay.lastHash, config: nil))
+            try dbs.writeHead(txn, Meta(lastSeq: keep, lastTs: lastTs, lastHash: scratch.lastHash, config: nil))
+            return removed
         }
         // Then the projections, at the cut (a crash in between leaves them ahead of the log, which an
-        // open refuses and a second repair mends).
+        // open refuses and a second repair mends): the scratch store's tables copied in key order.
         finishCheckpoint()
-        let position = Checkpoint(seq: keep, ts: replay.world.lastTs, hash: replay.lastHash)
-        try projectionEnv.write { txn in
-            for table in ProjectionTable.allCases {
-                let db = pdbs.table(table)
-                try txn.clear(db)
-                for (key, value) in rebuilt[table] ?? [] {
-                    try txn.put(db, key: key, value: value)
-                    count += 1
+        let position = Checkpoint(seq: keep, ts: lastTs, hash: scratch.lastHash)
+        let replayed = scratch.store
+        let count = try projectionEnv.write { txn in
+            try replayed.projectionEnv.read { rtxn in
+                var count = 0
+                for table in ProjectionTable.allCases {
+                    let db = pdbs.table(table)
+                    try txn.clear(db)
+                    try rtxn.forEach(replayed.pdbs.table(table)) { key, value in
+                        try txn.put(db, key: key, value: value, flags: .append)
+                        count += 1
+                        if UInt64(count) % Store.releaseInterval == 0 { replayed.projectionEnv.releaseResidentPages() }
+                        return true
+                    }
                 }
+                try pdbs.writeCheckpoint(txn, position)
+                return count
             }
-            try pdbs.writeCheckpoint(txn, position)
         }
         checkpoint = position
         return RepairReport(
-            problem: replay.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
+            problem: scratch.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
+    }
+
+    /// Deletes the keys of `db` from `from` (or the first) on for which `doomed` holds, collecting at most
+    /// 65,536 at a time, so memory stays bounded however many go. Returns how many were deleted.
+    static func deleteKeys(
+        in txn: WriteTransaction, _ db: DatabaseHandle, from: [UInt8]? = nil,
+        _ doomed: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Bool
+    ) throws -> Int {
+        let chunk = 65_536
+        var deleted = 0
+        var resume = from
+        while true {
+            var keys: [[UInt8]] = []
+            var next: [UInt8]?
+            try txn.forEach(db, from: resume) { key, value in
+                if doomed(key, value) { keys.append(Array(key)) }
+                if keys.count == chunk {
+                    next = Array(key)
+                    return false
+                }
+                return true
+            }
+            for key in keys { try txn.delete(db, key: key) }
+            deleted += keys.count
+            // Seeking the last deleted key lands on the first key after it.
+            guard let next else { return deleted }
+            resume = next
+        }
     }
 }

@@ -80,7 +80,10 @@ extension Store {
     }
 
     /// Reads the committed log from seq 1 (through `upTo` when given), verifying the chain, and applies
-    /// every event to a fresh state with this store's config. `progress` is called every 65,536 events.
+    /// every event to a fresh state in memory with this store's config, keeping every unread index entry
+    /// (an `IndexJournal`): memory grows with the history. Not used by the store itself — audit, repair and
+    /// `--at` replay into a scratch store (`replayIntoScratch`) — but kept for the property tests, as an
+    /// oracle independent of the writer's change tracking. `progress` is called every 65,536 events.
     public func replay(upTo: UInt64? = nil, progress: ((Int) -> Void)? = nil) throws -> Replay {
         try env.read { txn in try replay(in: txn, upTo: upTo, progress: progress) }
     }
@@ -129,7 +132,8 @@ extension Store {
         }
     }
 
-    /// Every stored projection record, table by table, in key order (`txn`: of `projectionEnv`).
+    /// Every stored projection record, table by table, in key order (`txn`: of `projectionEnv`), copied
+    /// into memory (for tests on small stores; audit streams the tables instead).
     public func storedProjections(in txn: Transaction) throws -> [ProjectionTable: [([UInt8], [UInt8])]] {
         var out: [ProjectionTable: [([UInt8], [UInt8])]] = [:]
         for table in ProjectionTable.allCases {
@@ -144,9 +148,10 @@ extension Store {
     }
 }
 
-/// Applies events to a fresh state the way a replay does: no delivery lists, no change tracking (a replay
-/// writes nothing), the unread index entries kept in an `IndexJournal` (what audit compares the stored
-/// index tables with and repair rebuilds them from), progress every 65,536 seqs.
+/// Applies events to a fresh state the way the in-memory replay does (`Store.replay`, the property tests'
+/// oracle): no delivery lists, no change tracking (it writes nothing), the unread index entries kept in an
+/// `IndexJournal` (what `ProjectionCodec.allRecords` lists the index tables from), progress every 65,536
+/// seqs.
 struct Replayer {
     private var world: World
     private var scratch: [Output] = []

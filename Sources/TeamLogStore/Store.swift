@@ -331,6 +331,9 @@ public final class Store {
     /// Applies and appends an event another store's log holds (a replay into a scratch store): no decision,
     /// the same state change and records as when it was accepted.
     func applyReplayed(_ event: Event) throws {
+        // Counted toward the next checkpoint as a submitted op is, so a scratch store checkpoints (and
+        // evicts) every `checkpointOps` events as a writer does, instead of buffering the whole history.
+        opsSinceCheckpoint += 1
         try prefetch(event.op)
         pendingOutputsScratch.removeAll(keepingCapacity: true)
         world.apply(event, into: &pendingOutputsScratch)

@@ -188,4 +188,70 @@ import Testing
         reader.kill(SIGTERM)
         #expect(reader.wait() == .signaled(SIGTERM))
     }
+
+    /// Resident kB (smaps `Rss:`) of the mapping of this process that holds `address`.
+    static func residentKB(ofMappingHolding address: UnsafeRawPointer) -> Int? {
+        guard let file = fopen("/proc/self/smaps", "r") else { return nil }
+        defer { fclose(file) }
+        let target = UInt(bitPattern: address)
+        var inside = false
+        var line: UnsafeMutablePointer<CChar>?
+        var capacity = 0
+        defer { free(line) }
+        while getline(&line, &capacity, file) > 0, let line {
+            let text = String(cString: line)
+            if let dash = text.firstIndex(of: "-"), let space = text.firstIndex(of: " "), dash < space,
+                let start = UInt(text[..<dash], radix: 16),
+                let end = UInt(text[text.index(after: dash)..<space], radix: 16)
+            {
+                inside = start <= target && target < end
+            } else if inside && text.hasPrefix("Rss:") {
+                return Int(String(text.filter(\.isNumber)))
+            }
+        }
+        return nil
+    }
+
+    /// `releaseResidentPages` drops the map's pages from this process's resident set (a scan of the whole
+    /// file makes them resident) and every value reads back unchanged afterwards, inside a transaction that
+    /// was open across the release too.
+    @Test func releasingResidentPagesKeepsEveryValue() throws {
+        var options = Environment.Options()
+        options.mapSize = 64 << 20
+        let env = try Environment(path: directory.child("release"), options: options)
+        let db = try env.openHandle("t")
+        let count = 20_000
+        func value(_ i: Int) -> [UInt8] { (0..<200).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0) } }
+        try env.write { txn in
+            for i in 0..<count { try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i), flags: .append) }
+        }
+        func readAll(_ txn: Transaction) throws -> Int {
+            var i = 0
+            var mismatches = 0
+            try txn.forEach(db) { key, bytes in
+                if !key.elementsEqual(BigEndianUInt64.encoded(UInt64(i))) || !bytes.elementsEqual(value(i)) {
+                    mismatches += 1
+                }
+                i += 1
+                return true
+            }
+            return i == count ? mismatches : mismatches + 1
+        }
+        try env.read { txn in
+            let first = try readAll(txn)
+            #expect(first == 0)
+            let pointer = try BigEndianUInt64.encoded(UInt64(count / 2)).withUnsafeBytes { key in
+                try txn.withValue(db, key: key) { UnsafeRawPointer($0!.baseAddress!) }
+            }
+            let before = try #require(Self.residentKB(ofMappingHolding: pointer))
+            #expect(before > 4_000, "the scan made the file's pages resident: \(before) kB")
+            env.releaseResidentPages()
+            let after = try #require(Self.residentKB(ofMappingHolding: pointer))
+            #expect(after < before / 4, "released: \(before) kB → \(after) kB")
+            let again = try readAll(txn)
+            #expect(again == 0, "the open transaction reads the same values")
+        }
+        let afterwards = try env.read { txn in try readAll(txn) }
+        #expect(afterwards == 0, "a new transaction reads the same values")
+    }
 }

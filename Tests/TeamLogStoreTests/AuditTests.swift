@@ -4,6 +4,10 @@ import TeamLogStore
 import TestSupport
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `audit` compares every stored projection with the replay and names the first difference: a changed
 /// value, a record missing from the store and a record the replay does not have.
 @Suite struct AuditTests {
@@ -115,5 +119,93 @@ import Testing
             #expect(difference.contains("AUD") && difference.contains(expected[damage]!), "\(difference)")
             #expect(report.tables.filter { $0.difference != nil }.count == 1, "\(table) \(damage): only that table")
         }
+    }
+
+    /// The comparison is a merge of two key-ordered streams (the stored table and the replay's): each kind
+    /// of difference is found at the first key, in the middle and at the last key of the table — where one
+    /// stream runs out before the other — and is reported with its key and both values; the stored table
+    /// is still counted and digested to its end after the difference.
+    @Test(arguments: ["changed", "missing", "extra"])
+    func differencesAreFoundAnywhereInTheMergedStreams(_ damage: String) throws {
+        for position in ["first", "middle", "last"] {
+            let h = try Self.makeStore()
+            let clean = try audit(h).tables.first { $0.table == "messages" }!
+            var stored: [([UInt8], [UInt8])] = []
+            try edit(h, "p.messages") { txn, db in
+                try txn.forEach(db) { key, value in
+                    stored.append((Array(key), Array(value)))
+                    return true
+                }
+                #expect(stored.count == clean.records && stored.count > 3)
+                let index = ["first": 0, "middle": stored.count / 2, "last": stored.count - 1][position]!
+                let (key, value) = stored[index]
+                switch damage {
+                case "changed": try txn.put(db, key: key, value: value + [0x7F])
+                case "missing": try txn.delete(db, key: key)
+                default:
+                    // A key just before the first, between two, or after the last.
+                    let extra = position == "first" ? [UInt8(0x01)] : position == "middle" ? key + [0x00] : key + [0xFF]
+                    try txn.put(db, key: extra, value: value)
+                }
+            }
+            let index = ["first": 0, "middle": stored.count / 2, "last": stored.count - 1][position]!
+            let (key, value) = stored[index]
+            let report = try audit(h)
+            let context = "\(damage) at the \(position) key"
+            #expect(!report.ok, "\(context)")
+            #expect(report.tables.filter { $0.difference != nil }.map(\.table) == ["messages"], "\(context)")
+            let table = try #require(report.tables.first { $0.table == "messages" })
+            let difference = try #require(table.difference, "\(context)")
+            let name = String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+            switch damage {
+            case "changed":
+                #expect(
+                    difference == "messages \(name): stored \(HashChain.hex(value + [0x7F])) vs replayed \(HashChain.hex(value))",
+                    "\(context): \(difference)")
+                #expect(table.records == stored.count && table.digest != clean.digest, "\(context)")
+            case "missing":
+                #expect(
+                    difference == "messages \(name): missing from the store; replay has \(HashChain.hex(value))",
+                    "\(context): \(difference)")
+                #expect(table.records == stored.count - 1, "\(context)")
+            default:
+                let extra = position == "first" ? [UInt8(0x01)] : position == "middle" ? key + [0x00] : key + [0xFF]
+                let extraName = String(decoding: extra.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+                #expect(
+                    difference == "messages \(extraName): stored \(HashChain.hex(value)) but absent after replay",
+                    "\(context): \(difference)")
+                #expect(table.records == stored.count + 1, "\(context)")
+            }
+        }
+    }
+
+    /// Audit, repair and `--at` leave nothing behind: their scratch store's directory under `$TMPDIR` is
+    /// removed, whether the store audits clean or not.
+    @Test func scratchStoresAreRemoved() throws {
+        let h = try Self.makeStore()
+        let tmp = TemporaryDirectory("audit-tmpdir")
+        func run(_ args: [String]) throws -> ChildProcess.Status {
+            try ChildProcess.run(
+                TestSupport.teamlogExecutable, args + ["--store", h.path], environment: ["TMPDIR": tmp.path],
+                timeout: 60
+            ).status
+        }
+        #expect(try run(["audit"]) == .exited(0))
+        #expect(try run(["unread", "b", "--at", "5"]) == .exited(0))
+        try edit(h, "p.messages") { txn, db in try txn.delete(db, key: Array("am1".utf8)) }
+        #expect(try run(["audit"]) == .exited(1))
+        #expect(try run(["repair"]) == .exited(0))
+        #expect(try run(["audit"]) == .exited(0), "repair rebuilt the deleted record")
+        var left: [String] = []
+        if let dir = opendir(tmp.path) {
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+                }
+                if name != "." && name != ".." { left.append(name) }
+            }
+            closedir(dir)
+        }
+        #expect(left.isEmpty, "left in TMPDIR: \(left)")
     }
 }
