@@ -36,7 +36,7 @@ extension Store {
         world.clearChanges()
         opsSinceCheckpoint = 0
         lastCheckpointMs = MonotonicClock.milliseconds()
-        if checkpointer == nil { checkpointer = WriterThread() }
+        if checkpointer == nil { checkpointer = WriterThread(background: true) }
         if let checkpointer {
             checkpointer.start(checkpoint)
         } else {

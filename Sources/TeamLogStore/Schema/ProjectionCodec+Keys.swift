@@ -1,7 +1,6 @@
 public import TeamLog
 
-/// Reading projection keys back, and counting a state's records per table without building them: what
-/// lets the audit walk each stored table once and compare it record by record with the replayed state.
+/// Reading projection keys back from their stored bytes (what names a record in an audit's report).
 extension ProjectionCodec {
     /// The projection key a stored key of `table` names, or `nil` when the bytes are not a valid key.
     /// Index keys (unread indexes, receipts) come back with ordinal 0 (the ordinal is the record's value,
@@ -39,29 +38,5 @@ extension ProjectionCodec {
         case .channels: return .channel(text(bytes[...]))
         case .offline: return .offline(text(bytes[...]))
         }
-    }
-
-    /// How many records each table holds for `world` (what `allRecords` would produce, without it); index
-    /// tables from the replay's journal (0 without one).
-    public static func recordCounts(_ world: World) -> [ProjectionTable: Int] {
-        var counts: [ProjectionTable: Int] = [:]
-        counts[.teams] = world.teams.count
-        counts[.members] = world.teams.values.reduce(0) { $0 + $1.memberCount }
-        counts[.invites] = world.teams.values.reduce(0) { $0 + $1.invites.count }
-        counts[.applications] = world.teams.values.reduce(0) { $0 + $1.applications.count }
-        counts[.pastMembers] = world.teams.values.reduce(0) { $0 + $1.past.count }
-        counts[.messages] = world.messages.count
-        counts[.convs] = world.convs.count
-        let indexed = world.indexJournal?.counts ?? (counted: 0, own: 0, directed: 0)
-        counts[.counted] = indexed.counted
-        counts[.own] = indexed.own
-        counts[.directed] = indexed.directed
-        counts[.userConvs] = world.userConvs.values.reduce(0) { $0 + $1.count }
-        counts[.receipts] = world.receipts.count
-        counts[.receiptReads] = world.receipts.values.reduce(0) { $0 + $1.readers.count }
-        counts[.presence] = world.presence.count
-        counts[.channels] = world.channels.count
-        counts[.offline] = world.offlineQueues.count
-        return counts
     }
 }
