@@ -116,8 +116,8 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
     static func appendChanges(of state: World, to changes: inout [(ProjectionTable, [UInt8], [UInt8]?)]) {
-        for key in state.appended { changes.append(ProjectionCodec.record(key, in: state)) }
-        for key in state.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
+        for key in state.changes.appended { changes.append(ProjectionCodec.record(key, in: state)) }
+        for key in state.changes.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
     }
 
     override func write() throws {
@@ -129,7 +129,12 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
             }
             checkpoint.hash = after.head.lastHash
         }
-        let changes = Self.lastValues(changes)
+        var changes = Self.lastValues(changes)
+        // In key order, table by table: each B-tree is walked once from left to right instead of at random
+        // (fewer pages touched and copied, and a cursor's path mostly reused).
+        changes.sort { a, b in
+            a.0 != b.0 ? a.0.rawValue < b.0.rawValue : a.1.lexicographicallyPrecedes(b.1)
+        }
         try env.write { txn in
             for (table, key, value) in changes {
                 let db = dbs.table(table)
@@ -137,6 +142,9 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
             }
             try dbs.writeCheckpoint(txn, checkpoint)
         }
+        // The pages this transaction read through the map stay resident in this process otherwise, until
+        // its RSS holds the whole projection file; the page cache keeps them for the next reader.
+        env.releaseResidentPages()
     }
 
     override func dropRecords() { changes = [] }

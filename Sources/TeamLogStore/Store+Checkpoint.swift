@@ -24,6 +24,7 @@ extension Store {
     func startCheckpoint(after job: CommitJob?) {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
         evictIfOverBudget()  // what the finished checkpoint made clean
+        env.releaseResidentPages()  // the log's pages read since (opId lookups), as the checkpointer does for its own
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
         bufferChanges()
@@ -50,7 +51,7 @@ extension Store {
     /// thread), and forgets the marks. A record changed in several batches is encoded once per batch; the
     /// checkpointer writes only its last value.
     func bufferChanges() {
-        guard !world.appended.isEmpty || !world.dirty.isEmpty else { return }
+        guard !world.changes.isEmpty else { return }
         // No `reserveCapacity(count + n)` here: called at every commit it reallocated the whole buffer
         // each time (exact growth), where appending grows it geometrically.
         CheckpointJob.appendChanges(of: world, to: &checkpointBuffer)
@@ -88,7 +89,7 @@ extension Store {
         try commit()
         finishCheckpoint()
         guard
-            checkpoint.seq < committedSeq || !world.dirty.isEmpty || !world.appended.isEmpty
+            checkpoint.seq < committedSeq || !world.changes.isEmpty
                 || !checkpointBuffer.isEmpty || checkpointFailed
         else { return }
         startCheckpoint(after: nil)

@@ -292,14 +292,11 @@ public final class Store {
         #if DEBUG
             // Debug builds check that the op changed nothing outside its footprint: the changes of the
             // batch so far are set aside, so `dirty` holds this op's alone.
-            var earlier: Set<ProjectionKey> = []
-            swap(&earlier, &world.dirty)
-            let appendedBefore = world.appended.count
+            let earlier = world.setAsideChanges()
             defer {
-                let problems = footprintViolations(appendedBefore: appendedBefore, seq: world.lastSeq)
+                let problems = footprintViolations(of: world.changes, seq: world.lastSeq)
                 assert(problems.isEmpty, "\(problems.prefix(5))")
-                earlier.formUnion(world.dirty)
-                swap(&earlier, &world.dirty)
+                world.restoreChanges(earlier)
             }
         #endif
         switch world.decide(op, now: now) {

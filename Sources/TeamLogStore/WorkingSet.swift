@@ -281,11 +281,11 @@ extension Store {
         workingSet.stats.residentBytes = world.residentBytesEstimate
     }
 
-    /// Debug check after an op: every record it changed (`dirty`, and `appended` after its first
-    /// `appendedBefore` keys) belongs to a unit its footprint named.
-    func footprintViolations(appendedBefore: Int, seq: UInt64) -> [String] {
+    /// Debug check after an op: every record it changed (`changes`, set apart from the batch's) belongs
+    /// to a unit its footprint named.
+    func footprintViolations(of changes: ChangeSet, seq: UInt64) -> [String] {
         var problems: [String] = []
-        for key in Array(world.dirty) + world.appended[min(appendedBefore, world.appended.count)...] {
+        for key in Array(changes.dirty) + changes.appended {
             guard let unit = key.residentUnit else { continue }
             if let named = workingSet.lastNamed[unit], named >= seq { continue }
             problems.append("\(key) changed at \(seq) outside the op's footprint")

@@ -65,7 +65,7 @@ public struct RejectionResidue: CustomStringConvertible, Sendable {
             }
         }
         residue.pending = store.pendingCount
-        residue.changedRecords = store.world.dirty.count + store.world.appended.count
+        residue.changedRecords = store.world.changes.dirty.count + store.world.changes.appended.count
         let after = ProjectionCodec.allRecords(store.world)
         for (table, records) in after {
             let old = before[table] ?? []

@@ -4,7 +4,7 @@ extension World {
     /// Applies `event` (which `decide` accepted against this state) and appends its outputs to `out`.
     public mutating func apply(_ event: Event, into out: inout [Output]) {
         precondition(event.seq == lastSeq + 1, "event \(event.seq) applied after \(lastSeq)")
-        if let deadline = syncDeadline, event.ts >= deadline {
+        if let deadline = derived.syncDeadline, event.ts >= deadline {
             runMembersSync(at: event.ts, seq: event.seq, into: &out)
         }
         lastSeq = event.seq

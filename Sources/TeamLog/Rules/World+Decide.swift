@@ -6,7 +6,7 @@ extension World {
     public func decide(_ op: Op, now: Int64) -> Result<Event, Rejection> {
         let ts = max(op.ts ?? now, lastTs)
         do {
-            if let deadline = syncDeadline, ts >= deadline, op.body.channel != nil {
+            if let deadline = derived.syncDeadline, ts >= deadline, op.body.channel != nil {
                 // Only channel ops read what members sync changes (channel rosters).
                 // Members sync is due before this op: decide against the state after it (as `apply` will).
                 var synced = self

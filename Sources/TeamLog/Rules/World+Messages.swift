@@ -366,7 +366,7 @@ extension World {
             uc.last = nil
         }
         touchAppended(.userConv(user, key))
-        userTeams[user, default: []].insert(id)
+        derived.userTeams[user, default: []].insert(id)
         if isOnline(user) { teams[id]!.setOnline(user, true) }
     }
 
@@ -377,8 +377,8 @@ extension World {
         userConvs[user]![key]!.leaveSeq = seq
         userConvs[user]![key]!.last = last
         touch(.userConv(user, key))
-        userTeams[user]?.remove(id)
-        if userTeams[user]?.isEmpty == true { userTeams[user] = nil }
+        derived.userTeams[user]?.remove(id)
+        if derived.userTeams[user]?.isEmpty == true { derived.userTeams[user] = nil }
     }
 
     // MARK: Reading the projections

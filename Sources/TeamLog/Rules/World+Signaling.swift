@@ -70,7 +70,7 @@ extension World {
             setDevice(actor, device!, online: true, ts: ts)
             let queue = offlineQueues.removeValue(forKey: actor) ?? []
             if !queue.isEmpty { touch(.offline(actor)) }
-            let open = (userChannels[actor] ?? []).sorted().compactMap { channels[$0] }
+            let open = (derived.userChannels[actor] ?? []).sorted().compactMap { channels[$0] }
             out.append(.login(Login(seq: seq, user: actor, device: device!, offline: queue, channels: open)))
 
         case .clientLogout:
@@ -124,8 +124,8 @@ extension World {
             let members = channels[id]!.memberIds
             channels[id]!.closed = true
             for user in members {
-                userChannels[user]?.remove(id)
-                if userChannels[user]?.isEmpty == true { userChannels[user] = nil }
+                derived.userChannels[user]?.remove(id)
+                if derived.userChannels[user]?.isEmpty == true { derived.userChannels[user] = nil }
             }
             touch(.channel(id))
             recomputeSyncDeadline()
@@ -190,7 +190,7 @@ extension World {
     private mutating func joinChannel(_ id: Id, _ user: Id, ts: Int64) {
         channels[id]!.members.append((user, ts))
         channels[id]!.invites.removeAll { $0.target == user }
-        userChannels[user, default: []].insert(id)
+        derived.userChannels[user, default: []].insert(id)
         touch(.channel(id))
         scheduleSync(user, channel: id, joinedTs: ts)
         recomputeSyncDeadline()
@@ -198,8 +198,8 @@ extension World {
 
     private mutating func leaveChannel(_ id: Id, _ user: Id) {
         channels[id]!.members.removeAll { $0.user == user }
-        userChannels[user]?.remove(id)
-        if userChannels[user]?.isEmpty == true { userChannels[user] = nil }
+        derived.userChannels[user]?.remove(id)
+        if derived.userChannels[user]?.isEmpty == true { derived.userChannels[user] = nil }
         touch(.channel(id))
         recomputeSyncDeadline()
     }
@@ -222,15 +222,15 @@ extension World {
         touch(.presence(user))
         let isOnline = !p.devices.isEmpty
         if wasOnline != isOnline {
-            for id in userTeams[user] ?? [] { teams[id]!.setOnline(user, isOnline) }
+            for id in derived.userTeams[user] ?? [] { teams[id]!.setOnline(user, isOnline) }
             if !isOnline {
-                for id in userChannels[user] ?? [] {
+                for id in derived.userChannels[user] ?? [] {
                     if let joined = channels[id]!.members.first(where: { $0.user == user })?.joinedTs {
                         scheduleSync(user, channel: id, joinedTs: joined)
                     }
                 }
             }
-            if userChannels[user] != nil { recomputeSyncDeadline() }
+            if derived.userChannels[user] != nil { recomputeSyncDeadline() }
         }
     }
 
@@ -248,7 +248,7 @@ extension World {
     /// Queues the members-sync deadline of one channel member, if they are offline.
     mutating func scheduleSync(_ user: Id, channel: Id, joinedTs: Int64) {
         guard let deadline = syncDeadline(user, joinedTs: joinedTs) else { return }
-        syncQueue.push(SyncQueue.Entry(deadline: deadline, channel: channel, user: user))
+        derived.syncQueue.push(SyncQueue.Entry(deadline: deadline, channel: channel, user: user))
     }
 
     /// Whether a queued entry still describes a member's current deadline.
@@ -261,8 +261,8 @@ extension World {
 
     /// Drops stale entries from the top of the queue and publishes the earliest live deadline.
     mutating func recomputeSyncDeadline() {
-        while let top = syncQueue.top, !isCurrent(top) { syncQueue.pop() }
-        syncDeadline = syncQueue.top?.deadline
+        while let top = derived.syncQueue.top, !isCurrent(top) { derived.syncQueue.pop() }
+        derived.syncDeadline = derived.syncQueue.top?.deadline
     }
 
     /// The system `membersSync` event that stores the removals due at event time `ts` (raised to the last
@@ -271,7 +271,7 @@ extension World {
     /// never disagree; an accepted op carries the sync in its own event instead.
     public func dueMembersSync(at ts: Int64) -> Event? {
         let ts = max(ts, lastTs)
-        guard let deadline = syncDeadline, ts >= deadline else { return nil }
+        guard let deadline = derived.syncDeadline, ts >= deadline else { return nil }
         return Event(seq: lastSeq + 1, ts: ts, op: Op(actor: "", ts: ts, body: .membersSync))
     }
 
@@ -279,8 +279,8 @@ extension World {
     /// `membersSync` with the new member list. Runs before the event at `ts`, so replay repeats it.
     mutating func runMembersSync(at ts: Int64, seq: UInt64, into out: inout [Output]) {
         var expired: [Id: [Id]] = [:]
-        while let top = syncQueue.top, top.deadline <= ts {
-            syncQueue.pop()
+        while let top = derived.syncQueue.top, top.deadline <= ts {
+            derived.syncQueue.pop()
             if isCurrent(top), !(expired[top.channel]?.contains(top.user) ?? false) {
                 expired[top.channel, default: []].append(top.user)
             }

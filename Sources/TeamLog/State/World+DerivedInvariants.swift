@@ -6,7 +6,7 @@ extension World {
     /// Every derived index entry that disagrees with its source, as text; empty when all agree.
     public func derivedIndexViolations() -> [String] {
         var problems: [String] = []
-        // Rosters → bitsets, and → userTeams.
+        // Rosters → bitsets, and → derived.userTeams.
         var expectedUserTeams: [Id: Set<Id>] = [:]
         for (id, team) in teams {
             let bits = team.bits
@@ -28,13 +28,13 @@ extension World {
             guard !team.dismissed else { continue }
             for member in team.slots.compactMap({ $0 }) { expectedUserTeams[member.user, default: []].insert(id) }
         }
-        if userTeams != expectedUserTeams {
-            let wrong = Set(userTeams.keys).union(expectedUserTeams.keys).filter {
-                userTeams[$0] != expectedUserTeams[$0]
+        if derived.userTeams != expectedUserTeams {
+            let wrong = Set(derived.userTeams.keys).union(expectedUserTeams.keys).filter {
+                derived.userTeams[$0] != expectedUserTeams[$0]
             }
-            problems.append("userTeams differs from the rosters for \(wrong.sorted().prefix(5))")
+            problems.append("derived.userTeams differs from the rosters for \(wrong.sorted().prefix(5))")
         }
-        // Open channels → userChannels, and → the members-sync queue and deadline.
+        // Open channels → derived.userChannels, and → the members-sync queue and deadline.
         var expectedUserChannels: [Id: Set<Id>] = [:]
         var due: [(channel: Id, user: Id, deadline: Int64)] = []
         for (id, channel) in channels where !channel.closed {
@@ -43,19 +43,19 @@ extension World {
                 if let deadline = syncDeadline(user, joinedTs: joined) { due.append((id, user, deadline)) }
             }
         }
-        if userChannels != expectedUserChannels {
-            let wrong = Set(userChannels.keys).union(expectedUserChannels.keys).filter {
-                userChannels[$0] != expectedUserChannels[$0]
+        if derived.userChannels != expectedUserChannels {
+            let wrong = Set(derived.userChannels.keys).union(expectedUserChannels.keys).filter {
+                derived.userChannels[$0] != expectedUserChannels[$0]
             }
-            problems.append("userChannels differs from the channels for \(wrong.sorted().prefix(5))")
+            problems.append("derived.userChannels differs from the channels for \(wrong.sorted().prefix(5))")
         }
-        let queued = syncQueue.entries
+        let queued = derived.syncQueue.entries
         for d in due where !queued.contains(where: { $0.channel == d.channel && $0.user == d.user && $0.deadline == d.deadline }) {
             problems.append("members sync: \(d.user) in \(d.channel), due at \(d.deadline), is not queued")
         }
-        if syncDeadline != due.map(\.deadline).min() {
+        if derived.syncDeadline != due.map(\.deadline).min() {
             problems.append(
-                "members sync deadline \(syncDeadline.map(String.init) ?? "none"), expected "
+                "members sync deadline \(derived.syncDeadline.map(String.init) ?? "none"), expected "
                     + "\(due.map(\.deadline).min().map(String.init) ?? "none")")
         }
         // Receipt tallies: readers' ordinals are distinct and within the count (exactly 1...count when all

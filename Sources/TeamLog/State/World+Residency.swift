@@ -137,7 +137,7 @@ extension World {
         var team = team
         for case let member? in team.slots where isOnline(member.user) { team.setOnline(member.user, true) }
         if !team.dismissed {
-            for case let member? in team.slots { userTeams[member.user, default: []].insert(team.id) }
+            for case let member? in team.slots { derived.userTeams[member.user, default: []].insert(team.id) }
         }
         teams[team.id] = team
     }
@@ -181,8 +181,8 @@ extension World {
         case .team(let id):
             guard let team = teams.removeValue(forKey: id) else { return }
             for case let member? in team.slots {
-                userTeams[member.user]?.remove(id)
-                if userTeams[member.user]?.isEmpty == true { userTeams[member.user] = nil }
+                derived.userTeams[member.user]?.remove(id)
+                if derived.userTeams[member.user]?.isEmpty == true { derived.userTeams[member.user] = nil }
             }
         case .conv(let key):
             convs[key] = nil

@@ -29,28 +29,13 @@ public struct World: Sendable {
     public var channels: [Id: ChannelState] = [:]
     /// Stored offline notifications per user, in order.
     public var offlineQueues: [Id: [StoredSignal]] = [:]
-    /// Open channels each user is a member of (derived; not stored).
-    public internal(set) var userChannels: [Id: Set<Id>] = [:]
-    /// The earliest event time at which members sync removes someone (derived; `nil`: nobody).
-    public internal(set) var syncDeadline: Int64?
-    /// Pending members-sync deadlines (derived).
-    var syncQueue = SyncQueue()
-    /// The teams each user is a member of (derived from the rosters; not stored).
-    public internal(set) var userTeams: [Id: Set<Id>] = [:]
-    /// Records changed since the store last drained this set.
-    public var dirty: Set<ProjectionKey> = []
-    /// Records changed since the store last drained them that need no set to deduplicate them: new
-    /// append-only index records (each key is new), and the member and user-conversation records of a
-    /// join, which a team.create makes by the thousand (hashing each into `dirty` was a tenth of the
-    /// writer's work). A key may also be in `dirty` or listed twice: the store encodes every listed key
-    /// from the final state, so a repeat writes the same bytes (or deletes) again.
-    public var appended: [ProjectionKey] = []
+    /// Indexes derived from the tables above (user → teams, user → channels, the members-sync queue).
+    public internal(set) var derived = DerivedIndexes()
+    /// The records changed since the store last took them.
+    public internal(set) var changes = ChangeSet()
     /// Build `delivery` outputs with user lists (off for replays and `--emit events|none`: the fan-out,
     /// counting and projections are the same either way).
     public var wantsDeliveries: Bool = true
-    /// Record which projection records change (`dirty`, `appended`). A replay writes nothing, so it turns
-    /// this off: hashing every touched key was a tenth of a replay's cost.
-    public var tracksChanges: Bool = true
     /// The unread index entries applied, kept only by replays that compare or rebuild the index tables
     /// (`audit`, `repair`); `nil` for the writer, whose entries live on disk (see `IndexJournal`).
     public var indexJournal: IndexJournal?
@@ -67,55 +52,66 @@ public struct World: Sendable {
 
     /// Marks a record as changed.
     @inline(__always)
-    mutating func touch(_ key: ProjectionKey) {
-        guard tracksChanges else { return }
-        switch key {
-        case .counted, .own, .directed, .receiptRead: appended.append(key)
-        default: dirty.insert(key)
-        }
-    }
+    mutating func touch(_ key: ProjectionKey) { changes.touch(key) }
 
     /// Adds an entry to an unread index (`counted`, `own`, `directed`): written to disk by the store,
     /// and kept in the journal when there is one.
     @inline(__always)
     mutating func indexed(_ key: ProjectionKey) {
-        touch(key)
+        changes.touch(key)
         indexJournal?.record(key)
     }
 
     /// Marks a record of a join, or a record with a new key (a message, a tip, a receipt tally), as
-    /// changed without hashing it (see `appended`).
+    /// changed without hashing it (see `ChangeSet.appended`).
     @inline(__always)
-    mutating func touchAppended(_ key: ProjectionKey) {
-        guard tracksChanges else { return }
-        appended.append(key)
-    }
-
-
+    mutating func touchAppended(_ key: ProjectionKey) { changes.touchAppended(key) }
 
     /// Forgets which records changed (after the store wrote them, or after a replay or restore).
-    public mutating func clearChanges() {
-        dirty.removeAll(keepingCapacity: true)
-        appended.removeAll(keepingCapacity: true)
+    public mutating func clearChanges() { changes.removeAll() }
+
+    /// Whether `apply` records changed records (off for replays that write nothing).
+    public var tracksChanges: Bool {
+        get { changes.isTracking }
+        set { changes.isTracking = newValue }
     }
+
+    /// Takes the changes recorded so far out of the state (which goes on recording from none), for a
+    /// caller that looks at one op's changes alone and puts the earlier ones back with `restoreChanges`.
+    public mutating func setAsideChanges() -> ChangeSet {
+        var earlier = ChangeSet()
+        earlier.isTracking = changes.isTracking
+        swap(&earlier, &changes)
+        return earlier
+    }
+
+    /// Puts back changes set aside before the ones recorded since.
+    public mutating func restoreChanges(_ earlier: ChangeSet) {
+        var all = earlier
+        all.append(changes)
+        changes = all
+    }
+
+    /// Read-only views of the derived indexes.
+    public var userTeams: [Id: Set<Id>] { derived.userTeams }
+    public var userChannels: [Id: Set<Id>] { derived.userChannels }
+    public var syncDeadline: Int64? { derived.syncDeadline }
 }
 
 extension World {
     /// Rebuilds what is derived rather than stored, after loading projections: the user → teams index
     /// and the online bits of every roster.
     public mutating func finishRestore() {
-        userTeams = [:]
+        derived = DerivedIndexes()
         for (id, team) in teams where !team.dismissed {
             for member in team.slots.compactMap({ $0 }) {
-                userTeams[member.user, default: []].insert(id)
+                derived.userTeams[member.user, default: []].insert(id)
                 if isOnline(member.user) { teams[id]!.setOnline(member.user, true) }
             }
         }
-        userChannels = [:]
-        syncQueue.removeAll()
         for (id, channel) in channels where !channel.closed {
             for (user, joined) in channel.members {
-                userChannels[user, default: []].insert(id)
+                derived.userChannels[user, default: []].insert(id)
                 scheduleSync(user, channel: id, joinedTs: joined)
             }
         }
