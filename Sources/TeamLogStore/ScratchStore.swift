@@ -1,4 +1,4 @@
-import TeamLog
+public import TeamLog
 
 #if canImport(Glibc)
     import Glibc
@@ -71,11 +71,16 @@ extension Store {
     /// changed records, one transaction per `batchSize` events), so the scratch store's tables are the ones
     /// a writer that stopped at that seq would hold, unread indexes included. Memory holds the working
     /// state only: the index entries go to the scratch store's disk as they are made.
-    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192) throws -> ScratchStore {
+    ///
+    /// `config` is the store's settings (`world.config` when nil): a thread other than the writer's passes
+    /// the ones it read at open, so it never touches the writer's state.
+    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192, config: Config? = nil) throws
+        -> ScratchStore
+    {
         let path = try ScratchStore.makeDirectory()
         var options = Options()
         options.noSync = true
-        options.config = world.config
+        options.config = config ?? world.config
         options.verifyChainAtOpen = false
         options.mapSize = 64 << 20
         let scratch: Store
