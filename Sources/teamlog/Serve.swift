@@ -111,7 +111,7 @@ struct Serve: AsyncParsableCommand {
                 await group.triggerGracefulShutdown()
                 return
             }
-            printErr("teamlog: serving \(path) on http://\(Self.hostForURL(config.host)):\(port)")
+            try? printOut("teamlog: serving \(path) on http://\(Self.hostForURL(config.host)):\(port)")
         }
         try await group.run()
         watcher.cancel()

@@ -69,13 +69,14 @@ struct Reply: Sendable {
 
 /// Sends one request with the shared client.
 func send(
-    _ method: String, _ url: String, body: String? = nil, headers: [(String, String)] = [], timeout: Int64 = 30
+    _ method: String, _ url: String, body: String? = nil, headers: [(String, String)] = [], timeout: Int64 = 30,
+    client: HTTPClient = .shared
 ) async throws -> Reply {
     var request = HTTPClientRequest(url: url)
     request.method = .init(rawValue: method)
     for (name, value) in headers { request.headers.add(name: name, value: value) }
     if let body { request.body = .bytes(ByteBuffer(string: body)) }
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout))
+    let response = try await client.execute(request, timeout: .seconds(timeout))
     let bytes = try await response.body.collect(upTo: 64 << 20)
     return Reply(
         status: Int(response.status.code), body: String(buffer: bytes),
@@ -84,3 +85,52 @@ func send(
 
 /// JSON Lines of ops.
 func body(_ lines: [String]) -> String { lines.joined(separator: "\n") + "\n" }
+
+/// A client that opens as many connections as there are concurrent requests (the shared one keeps 8 per
+/// host), for tests of many concurrent clients.
+func wideClient() -> HTTPClient {
+    var configuration = HTTPClient.Configuration()
+    configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 256
+    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+}
+
+/// Server-Sent Events read from a streaming response: each event's `id` and `data` lines.
+struct SSEEvent: Sendable, Equatable {
+    var id: UInt64?
+    var name: String?
+    var data: [String]
+}
+
+/// Reads events from `url` until `stop` says so (given the events so far) or the stream ends; then the
+/// connection is dropped (a client going away mid-stream).
+func readEvents(
+    _ url: String, headers: [(String, String)] = [], client: HTTPClient = .shared,
+    until stop: @escaping @Sendable ([SSEEvent]) -> Bool
+) async throws -> (status: Int, events: [SSEEvent]) {
+    var request = HTTPClientRequest(url: url)
+    for (name, value) in headers { request.headers.add(name: name, value: value) }
+    let response = try await client.execute(request, timeout: .seconds(30))
+    guard response.status.code == 200 else { return (Int(response.status.code), []) }
+    var events: [SSEEvent] = []
+    var pending = ""
+    var current = SSEEvent(id: nil, name: nil, data: [])
+    for try await buffer in response.body {
+        pending += String(buffer: buffer)
+        while let newline = pending.firstIndex(of: "\n") {
+            let line = String(pending[..<newline])
+            pending = String(pending[pending.index(after: newline)...])
+            if line.isEmpty {
+                if !current.data.isEmpty || current.name != nil { events.append(current) }
+                current = SSEEvent(id: nil, name: nil, data: [])
+                if stop(events) { return (200, events) }
+            } else if line.hasPrefix("id: ") {
+                current.id = UInt64(line.dropFirst(4))
+            } else if line.hasPrefix("event: ") {
+                current.name = String(line.dropFirst(7))
+            } else if line.hasPrefix("data: ") {
+                current.data.append(String(line.dropFirst(6)))
+            }
+        }
+    }
+    return (200, events)
+}
