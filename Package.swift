@@ -112,6 +112,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
+            name: "teamlog-http-bench",
+            dependencies: [
+                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "TeamLogWorkload",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "tools/HTTPBench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
             name: "teamlog-gen",
             dependencies: ["TeamLog", "TeamLogWorkload"],
             path: "tools/Gen",
