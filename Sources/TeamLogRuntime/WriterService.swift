@@ -193,18 +193,22 @@ public final class WriterService: @unchecked Sendable {
             _checkpointSeq = store.checkpoint.seq
             _state = .ready
         }
+        // Queries waiting for the projections: served by checkpoints written on the store's checkpointer
+        // thread while this one goes on with the next group (a commit never waits for a checkpoint).
+        var waiting: [Waiter] = []
         while true {
-            let (batch, waiting, stopping): ([Submission], [Waiter], Bool) = monitor.locked {
-                monitor.wait { !queue.isEmpty || !waiters.isEmpty || stopRequested }
+            let (batch, arrived, stopping): ([Submission], [Waiter], Bool) = monitor.locked {
+                monitor.wait { !queue.isEmpty || !waiters.isEmpty || stopRequested || !waiting.isEmpty }
                 defer {
                     queue.removeAll()
                     waiters.removeAll()
                 }
                 return (queue, waiters, stopRequested)
             }
+            waiting += arrived
             if !batch.isEmpty { commitGroup(batch, store: store, window: window) }
-            if !waiting.isEmpty { checkpoint(for: waiting, store: store) }
-            if stopping && monitor.locked({ queue.isEmpty && waiters.isEmpty }) { break }
+            if !waiting.isEmpty { waiting = serveWaiters(waiting, store: store) }
+            if stopping && waiting.isEmpty && monitor.locked({ queue.isEmpty && waiters.isEmpty }) { break }
         }
         // A clean stop: what was queued is answered above; the last checkpoint brings the projections to
         // the head so the next open replays nothing.
@@ -220,6 +224,9 @@ public final class WriterService: @unchecked Sendable {
     private func commitGroup(_ batch: [Submission], store: Store, window: RecordWindow) {
         final class Output {
             var bytes: [UInt8] = []
+            /// With `emit` all: per record printed, in order, the seq it goes to the stream under (0: not
+            /// streamed), so the stream reuses the printed bytes instead of encoding every record again.
+            var seqs: [UInt64] = []
         }
         var report = CommitReport()
         report.submissions = batch.count
@@ -236,13 +243,16 @@ public final class WriterService: @unchecked Sendable {
                 let output = Output()
                 let processor = Processor(store: store, options: processorOptions) { output.bytes += $0 }
                 store.wantsDeliveries = true
+                let printsAll = submission.emit == .all
                 processor.observer = { record, seq in
                     switch record {
                     case .rejected(_, _, let code, _):
                         report.rejected[code, default: 0] += 1
+                        if printsAll { output.seqs.append(0) }
                         return
                     case .duplicate:
                         report.duplicates += 1
+                        if printsAll { output.seqs.append(0) }
                         return
                     case .event:
                         report.accepted += 1
@@ -250,6 +260,7 @@ public final class WriterService: @unchecked Sendable {
                         break
                     }
                     guard let seq else { return }
+                    if printsAll { return output.seqs.append(seq) }
                     writer.bytes.removeAll(keepingCapacity: true)
                     record.write(into: &writer)
                     writer.bytes.append(0x0A)
@@ -274,6 +285,17 @@ public final class WriterService: @unchecked Sendable {
             return
         }
         let after = store.committedSeq
+        for (_, output) in processors where !output.seqs.isEmpty {
+            var start = 0
+            var index = 0
+            for (i, byte) in output.bytes.enumerated() where byte == 0x0A {
+                let seq = index < output.seqs.count ? output.seqs[index] : 0
+                if seq != 0 { byEvent[seq, default: []] += output.bytes[start...i] }
+                start = i + 1
+                index += 1
+            }
+            assert(index == output.seqs.count, "records printed \(index), observed \(output.seqs.count)")
+        }
         if after > before {
             window.publish((before + 1...after).map { RecordWindow.Entry(seq: $0, lines: byEvent[$0] ?? []) })
         }
@@ -286,23 +308,35 @@ public final class WriterService: @unchecked Sendable {
         for (submission, (_, output)) in zip(batch, processors) { submission.done(.success(output.bytes)) }
     }
 
-    /// Brings the stored projections to the committed head for everyone waiting on them.
-    private func checkpoint(for waiting: [Waiter], store: Store) {
-        do {
-            if store.checkpoint.seq < waiting.map(\.seq).max() ?? 0 { try store.checkpointNow() }
-        } catch {
+    /// Answers the waiters the projections have reached; for the others, starts a checkpoint of what is
+    /// committed (unless one is being written) and, when no submission is queued meanwhile, waits for it.
+    /// Returns the waiters still waiting.
+    private func serveWaiters(_ waiting: [Waiter], store: Store) -> [Waiter] {
+        if let refusal = store.refusal {
+            let failure = Failure(code: .storeFailed, message: "\(refusal)")
+            for w in waiting { w.done(.failure(failure)) }
+            return []
+        }
+        var seq = store.pollCheckpoint()
+        if waiting.contains(where: { $0.seq > seq }) {
+            if !store.isCheckpointing { _ = store.startCheckpointOfCommitted() }
+            if monitor.locked({ queue.isEmpty }) {
+                store.finishCheckpoint()
+                seq = store.checkpoint.seq
+            }
+        }
+        if let error = store.lastCheckpointError, waiting.contains(where: { $0.seq > seq }) {
             // A checkpoint that fails loses nothing (the log has every op); the waiters are told.
             let failure = Failure(code: .storeFailed, message: "checkpoint failed: \(error)")
             for w in waiting { w.done(.failure(failure)) }
-            return
+            return []
         }
-        let seq = store.checkpoint.seq
         monitor.locked { _checkpointSeq = max(_checkpointSeq, seq) }
+        var still: [Waiter] = []
         for w in waiting {
-            w.done(
-                w.seq <= seq
-                    ? .success(()) : .failure(Failure(code: .storeFailed, message: "seq \(w.seq) was never committed")))
+            if w.seq <= seq { w.done(.success(())) } else { still.append(w) }
         }
+        return still
     }
 
     private func fail(_ message: String, store: Store?) {

@@ -42,6 +42,8 @@ struct Settings {
     var seed: UInt64 = 42
     var maxTeam = 2_000
     var outDir = "."
+    /// Only the query-latency measurement (3), for tuning.
+    var onlyQueries = false
 }
 
 func now() -> Double { MonotonicClock.seconds() }
@@ -74,6 +76,7 @@ func writeFile(_ path: String, _ bytes: [UInt8]) {
 }
 
 func fmt(_ x: Double, _ digits: Int = 0) -> String {
+    guard x.isFinite else { return "—" }
     var scale = 1.0
     for _ in 0..<digits { scale *= 10 }
     let n = Int((x * scale).rounded())
@@ -189,6 +192,7 @@ struct HTTPBench {
             case "--seed": s.seed = UInt64(args.next()!)!
             case "--max-team": s.maxTeam = Int(args.next()!)!
             case "--out": s.outDir = args.next()!
+            case "--only-queries": s.onlyQueries = true
             default:
                 print(
                     "usage: teamlog-http-bench [--ops N] [--clients N] [--per-request N] [--ingest-rate OPS/S] [--query-rate Q/S] [--seconds S] [--seed S] [--max-team N] [--out DIR]"
@@ -216,61 +220,16 @@ struct HTTPBench {
             if case .string(let actor)? = fields["actor"], users.count < 5_000 { users.append(actor) }
         }
 
-        // 1. The CLI's batch path.
-        let cliDir = tempDir("cli")
-        var storeOptions = Store.Options()
-        storeOptions.mapSize = 1 << 30
-        let cliStore = try Store(path: cliDir + "/store", options: storeOptions)
-        var popts = Processor.Options()
-        popts.emit = .all
-        let processor = Processor(store: cliStore, options: popts) { _ in }
-        let file = cliDir + "/ops.jsonl"
-        writeFile(file, Array(lines.joined(separator: [0x0A])) + [0x0A])
-        let fd = open(file, O_RDONLY)
-        var reader = LineReader(fd: fd)
-        print("1. CLI batch path (teamlog ingest FILE)…")
-        var t = now()
-        try processor.run(&reader)
-        let cliSeconds = now() - t
-        close(fd)
-        let cliAccepted = processor.summary.accepted
-        cliStore.close()
-        removeTree(cliDir + "/store")
-        unlink(file)
-        removeTree(cliDir)
-        let cliRate = Double(s.ops) / cliSeconds
-        print("   \(fmt(cliRate)) ops/s (\(cliAccepted) accepted, \(fmt(cliSeconds, 2)) s)")
-
-        // 2. HTTP ingest from concurrent clients.
         var clientConfig = HTTPClient.Configuration()
         clientConfig.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = max(256, s.clients * 2)
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfig)
         let chunks: [[UInt8]] = stride(from: 0, to: lines.count, by: s.perRequest).map { start in
             Array(lines[start..<min(start + s.perRequest, lines.count)].joined(separator: [0x0A])) + [0x0A]
         }
-        print("2. HTTP: \(s.clients) clients posting \(s.perRequest) ops per request…")
-        let ingest = try await BenchServer()
-        let ticket = Ticket()
-        t = now()
-        let httpAccepted = try await withThrowingTaskGroup(of: Int.self) { group in
-            for _ in 0..<s.clients {
-                group.addTask {
-                    var accepted = 0
-                    while true {
-                        let k = ticket.take()
-                        guard k < chunks.count else { return accepted }
-                        accepted += try await post(client, ingest.base + "/v1/ops", chunks[k])
-                    }
-                }
-            }
-            return try await group.reduce(0, +)
+        var (cliRate, cliAccepted, httpRate, httpAccepted) = (Double.nan, 0, Double.nan, 0)
+        if !s.onlyQueries {
+            (cliRate, cliAccepted, httpRate, httpAccepted) = try await ingestRates(s, lines, chunks, client)
         }
-        let httpSeconds = now() - t
-        try await ingest.stop()
-        let httpRate = Double(s.ops) / httpSeconds
-        print(
-            "   \(fmt(httpRate)) ops/s (\(httpAccepted) accepted, \(fmt(httpSeconds, 2)) s): \(fmt(100 * httpRate / cliRate, 1))% of the CLI batch rate"
-        )
 
         // 3. Query latency while ingesting at a paced rate.
         print("3. queries at \(fmt(s.queryRate)) q/s while ingesting \(fmt(s.ingestRate)) ops/s for \(fmt(s.seconds)) s…")
@@ -356,4 +315,62 @@ struct HTTPBench {
         writeFile(s.outDir + "/bench-http.md", Array((report + "\n").utf8))
         print("\n" + report)
     }
+
+    /// 1 and 2: the CLI's batch rate and the HTTP rate on the same lines.
+    static func ingestRates(_ s: Settings, _ lines: [[UInt8]], _ chunks: [[UInt8]], _ client: HTTPClient) async throws
+        -> (Double, Int, Double, Int)
+    {
+            // 1. The CLI's batch path.
+            let cliDir = tempDir("cli")
+            var storeOptions = Store.Options()
+            storeOptions.mapSize = 1 << 30
+            let cliStore = try Store(path: cliDir + "/store", options: storeOptions)
+            var popts = Processor.Options()
+            popts.emit = .all
+            let processor = Processor(store: cliStore, options: popts) { _ in }
+            let file = cliDir + "/ops.jsonl"
+            writeFile(file, Array(lines.joined(separator: [0x0A])) + [0x0A])
+            let fd = open(file, O_RDONLY)
+            var reader = LineReader(fd: fd)
+            print("1. CLI batch path (teamlog ingest FILE)…")
+            var t = now()
+            try processor.run(&reader)
+            let cliSeconds = now() - t
+            close(fd)
+            let cliAccepted = processor.summary.accepted
+            cliStore.close()
+            removeTree(cliDir + "/store")
+            unlink(file)
+            removeTree(cliDir)
+            let cliRate = Double(s.ops) / cliSeconds
+            print("   \(fmt(cliRate)) ops/s (\(cliAccepted) accepted, \(fmt(cliSeconds, 2)) s)")
+
+            // 2. HTTP ingest from concurrent clients.
+            print("2. HTTP: \(s.clients) clients posting \(s.perRequest) ops per request…")
+            let ingest = try await BenchServer()
+            let ticket = Ticket()
+            t = now()
+            let httpAccepted = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<s.clients {
+                    group.addTask {
+                        var accepted = 0
+                        while true {
+                            let k = ticket.take()
+                            guard k < chunks.count else { return accepted }
+                            accepted += try await post(client, ingest.base + "/v1/ops", chunks[k])
+                        }
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            let httpSeconds = now() - t
+            try await ingest.stop()
+            let httpRate = Double(s.ops) / httpSeconds
+            print(
+                "   \(fmt(httpRate)) ops/s (\(httpAccepted) accepted, \(fmt(httpSeconds, 2)) s): \(fmt(100 * httpRate / cliRate, 1))% of the CLI batch rate"
+            )
+
+            return (cliRate, cliAccepted, httpRate, httpAccepted)
+    }
+
 }
