@@ -147,7 +147,7 @@ let package = Package(
         .testTarget(
             name: "TeamLogHTTPTests",
             dependencies: [
-                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TestSupport",
+                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "LMDB", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],

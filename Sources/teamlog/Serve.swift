@@ -106,9 +106,8 @@ struct Serve: AsyncParsableCommand {
         let opened = Task {
             guard let port = await server.port() else { return }
             while writer.state == .opening { try? await Task.sleep(for: .milliseconds(5)) }
-            if case .failed(let why) = writer.state {
-                printErr("teamlog: \(why)")
-                await group.triggerGracefulShutdown()
+            if case .failed = writer.state {
+                await group.triggerGracefulShutdown()  // said below, before exiting 2
                 return
             }
             try? printOut("teamlog: serving \(path) on http://\(Self.hostForURL(config.host)):\(port)")
@@ -117,7 +116,7 @@ struct Serve: AsyncParsableCommand {
         watcher.cancel()
         opened.cancel()
         if case .failed(let why) = writer.state {
-            printErr("teamlog: store failure: \(why)")
+            printErr("teamlog: \(why)")
             throw ExitCode(2)
         }
     }

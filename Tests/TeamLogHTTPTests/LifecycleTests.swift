@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import TeamLog
 import TeamLogStore
+import TeamLogThreads
 import TestSupport
 import Testing
 
@@ -27,25 +28,43 @@ struct LifecycleTests {
         return (child, String(line[range.lowerBound...]))
     }
 
-    /// Clients post numbered ops until the server stops answering; returns the opIds acknowledged. (The
-    /// client's pool retries a refused connection until the request's deadline: hence a short one.)
-    func load(_ base: String, clients: Int, client: HTTPClient) async -> [String] {
+    /// Waits (up to 60 s: a loaded machine) for `/readyz` to say ready.
+    func waitUntilReady(_ base: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let reply = try? await send("GET", base + "/readyz", timeout: 10), reply.status == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw ChildProcessError("serve did not get ready in 60 s")
+    }
+
+    /// Clients post numbered ops until the server stops answering once `load` says it was signalled;
+    /// returns the opIds acknowledged. Before the signal a failure is retried (a loaded machine may be
+    /// slow to answer); after it the client's pool would retry a refused connection until the request's
+    /// deadline, hence a short one.
+    func load(_ base: String, clients: Int, client: HTTPClient, state: LoadState) async -> [String] {
         await withTaskGroup(of: [String].self) { group in
             for c in 0..<clients {
                 group.addTask {
                     var acked: [String] = []
                     var r = 0
-                    while r < 10_000 {
+                    while r < 100_000 {
                         let lines = (0..<20).map { i in
                             op("client.login", "u\(c)", ["device": "d\(r)-\(i)", "opId": "\(c)-\(r)-\(i)"])
                         }
-                        guard let reply = try? await send("POST", base + "/v1/ops", body: body(lines), timeout: 2, client: client),
-                            reply.status == 200
-                        else { break }
+                        let signalled = state.signalled
+                        let reply = try? await send(
+                            "POST", base + "/v1/ops", body: body(lines), timeout: signalled ? 3 : 60, client: client)
+                        guard let reply, reply.status == 200 else {
+                            if signalled { break }
+                            try? await Task.sleep(for: .milliseconds(50))
+                            continue
+                        }
                         for record in reply.lines where record["kind"] == .string("event") {
                             let line = Int(record["line"]?.intValue ?? 0)
                             acked.append("\(c)-\(r)-\(line - 1)")
                         }
+                        state.acknowledged(20)
                         r += 1
                     }
                     return acked
@@ -55,6 +74,16 @@ struct LifecycleTests {
             for await acked in group { all += acked }
             return all
         }
+    }
+
+    /// Waits until clients have had some ops acknowledged (at least `ops`, or 60 s), then signals.
+    func signalMidLoad(_ child: ChildProcess, _ state: LoadState, ops: Int, signals: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while state.acknowledgedOps < ops && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        state.signal()
+        for _ in 0..<signals { child.kill(SIGTERM) }
     }
 
     func checkStore(_ path: String, acked: [String]) throws {
@@ -71,10 +100,11 @@ struct LifecycleTests {
     @Test func sigtermMidLoadCommitsEveryAcknowledgedOpAndExitsZero() async throws {
         let directory = TemporaryDirectory("teamlog-serve")
         let (child, base) = try startServe(directory)
+        try await waitUntilReady(base)
         let client = wideClient()
-        async let acked = load(base, clients: 16, client: client)
-        try await Task.sleep(for: .milliseconds(400))
-        child.kill(SIGTERM)
+        let state = LoadState()
+        async let acked = load(base, clients: 16, client: client, state: state)
+        try await signalMidLoad(child, state, ops: 2_000, signals: 1)
         let all = await acked
         try await client.shutdown()
         #expect(child.wait() == .exited(0))
@@ -85,11 +115,11 @@ struct LifecycleTests {
     @Test func aSecondSignalExitsAtOnceWithTheLogConsistent() async throws {
         let directory = TemporaryDirectory("teamlog-serve")
         let (child, base) = try startServe(directory)
+        try await waitUntilReady(base)
         let client = wideClient()
-        async let acked = load(base, clients: 16, client: client)
-        try await Task.sleep(for: .milliseconds(400))
-        child.kill(SIGTERM)
-        child.kill(SIGTERM)
+        let state = LoadState()
+        async let acked = load(base, clients: 16, client: client, state: state)
+        try await signalMidLoad(child, state, ops: 2_000, signals: 2)
         let all = await acked
         try await client.shutdown()
         let status = child.wait()
@@ -104,3 +134,15 @@ struct LifecycleTests {
     }
 }
 
+
+/// What the load's clients share: how many ops were acknowledged, and whether the server was signalled.
+final class LoadState: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var ops = 0
+    private var done = false
+
+    var signalled: Bool { monitor.locked { done } }
+    var acknowledgedOps: Int { monitor.locked { ops } }
+    func acknowledged(_ n: Int) { monitor.locked { ops += n } }
+    func signal() { monitor.locked { done = true } }
+}
