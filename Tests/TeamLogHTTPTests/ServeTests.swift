@@ -239,3 +239,34 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 }
+
+@Suite(.serialized) struct SlowClientTests {
+    /// A client that sends half a body and stalls holds no one up: the writer only ever sees whole bodies,
+    /// so other clients' requests commit and are answered meanwhile.
+    @Test func aStalledUploadDoesNotStallOtherClientsCommits() async throws {
+        let server = try await LiveServer()
+        let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream()
+        continuation.yield(ByteBuffer(string: op("team.create", "slow", ["team": "slow", "name": "S"]) + "\n"))
+        let stalled = Task {
+            var request = HTTPClientRequest(url: server.base + "/v1/ops")
+            request.method = .POST
+            request.body = .stream(stream, length: .unknown)
+            _ = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        let started = ContinuousClock.now
+        for i in 0..<5 {
+            let reply = try await send(
+                "POST", server.base + "/v1/ops", body: op("team.create", "fast", ["team": "fast\(i)", "name": "F"]),
+                timeout: 10)
+            #expect(reply.lines.first?["kind"] == .string("event"))
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(try await send("GET", server.base + "/v1/teams/slow").status == 404)  // not sent whole yet
+        stalled.cancel()
+        _ = await stalled.result
+        continuation.finish()
+        #expect(try await send("GET", server.base + "/v1/teams/fast4").status == 200)
+        try await server.stop()
+    }
+}
