@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
   echo 'public enum OpenAPIDocument {'
   echo '    /// docs/openapi.yaml, verbatim.'
   echo '    public static let yaml = #"""'
-  cat docs/openapi.yaml
-  echo '"""#'
+  sed 's/^./        &/' docs/openapi.yaml  # indented like the closing delimiter (as swift format leaves it)
+  echo '        """#'
   echo '}'
 } > Sources/TeamLogHTTP/OpenAPIDocument.swift

@@ -31,6 +31,7 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     func response() -> Response {
         var headers = self.headers
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json.jsonString + "\n")))
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json.jsonString + "\n")))
     }
 }

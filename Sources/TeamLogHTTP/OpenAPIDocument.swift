@@ -4,445 +4,445 @@
 public enum OpenAPIDocument {
     /// docs/openapi.yaml, verbatim.
     public static let yaml = #"""
-openapi: 3.1.0
-info:
-  title: teamlog serve
-  version: "1"
-  summary: The teamlog processor as a service.
-  description: |
-    One process owns the store (the single writer). `POST /v1/ops` takes JSON Lines of operations
-    (SPEC §1) and answers the SPEC §4 records of those ops once their group commit is durable; the
-    queries answer the SPEC §5 shapes from the live projections (a query sees every POST answered
-    before it was sent). With `--token-file`, writes need `Authorization: Bearer <token>`; reads too
-    with `--protect-reads` (`/healthz`, `/readyz`, `/metrics` and this document stay open).
-    Every error is `{"error":{"code":CODE,"message":TEXT}}`.
-servers:
-  - url: http://127.0.0.1:8080
-components:
-  securitySchemes:
-    bearer:
-      type: http
-      scheme: bearer
-  parameters:
-    at:
-      name: at
-      in: query
-      required: false
-      description: Answer as of this seq (a replay of the log up to it into a temporary store).
-      schema: { type: integer, minimum: 1 }
-  responses:
-    Error:
-      description: An error object.
-      content:
-        application/json:
-          schema: { $ref: "#/components/schemas/Error" }
-  schemas:
-    Error:
-      type: object
-      required: [error]
-      additionalProperties: false
-      properties:
-        error:
-          type: object
-          required: [code, message]
-          properties:
-            code: { type: string }
-            message: { type: string }
-            oldestSeq: { type: integer, description: "410 only: the oldest seq still retained." }
-    Conversation:
-      type: object
-      required: [type, id]
-      additionalProperties: false
-      properties:
-        type: { enum: [team, p2p] }
-        id: { type: string }
-    Team:
-      type: object
-      additionalProperties: false
-      required: [team, kind, name, intro, announcement, avatar, owner, joinMode, inviteMode, beInviteMode,
-        updateInfoMode, muted, dismissed, memberCount, members]
-      properties:
-        team: { type: string }
-        kind: { type: string }
-        name: { type: string }
-        intro: { type: string }
-        announcement: { type: string }
-        avatar: { type: string }
-        owner: { type: string }
-        joinMode: { type: string }
-        inviteMode: { type: string }
-        beInviteMode: { type: string }
-        updateInfoMode: { type: string }
-        muted: { type: boolean }
-        dismissed: { type: boolean }
-        memberCount: { type: integer, minimum: 0 }
-        members:
-          type: array
-          items:
-            type: object
-            additionalProperties: false
-            required: [user, role, notify, mutedUntil]
-            properties:
-              user: { type: string }
-              role: { type: string }
-              notify: { type: string }
-              mutedUntil: { type: [integer, "null"] }
-    Unread:
-      type: object
-      additionalProperties: false
-      required: [user, total, conversations]
-      properties:
-        user: { type: string }
-        total: { type: integer, minimum: 0 }
-        conversations:
-          type: array
-          items:
-            type: object
-            additionalProperties: false
-            required: [to, unread, lastReadSeq, lastMessage]
-            properties:
-              to: { $ref: "#/components/schemas/Conversation" }
-              unread: { type: integer, minimum: 0 }
-              lastReadSeq: { type: integer, minimum: 0 }
-              lastMessage:
-                oneOf:
-                  - type: "null"
-                  - type: object
-                    additionalProperties: false
-                    required: [seq, messageId]
-                    properties:
-                      seq: { type: integer }
-                      messageId: { type: string }
-    Receipts:
-      type: object
-      additionalProperties: false
-      required: [messageId, read, unread, readUsers, unreadUsers]
-      properties:
-        messageId: { type: string }
-        read: { type: integer, minimum: 0 }
-        unread: { type: integer, minimum: 0 }
-        readUsers: { type: array, items: { type: string } }
-        unreadUsers: { type: array, items: { type: string } }
-    Message:
-      type: object
-      additionalProperties: false
-      required: [messageId, seq, ts, to, sender, kind, stored]
-      properties:
-        messageId: { type: string }
-        seq: { type: integer }
-        ts: { type: integer }
-        to: { $ref: "#/components/schemas/Conversation" }
-        sender: { type: string }
-        kind: { enum: [message, tip] }
-        stored: { type: boolean }
-        content: {}
-        needReceipt: { type: boolean }
-        directedUserIds: { type: [array, "null"], items: { type: string } }
-        hasChanged: { type: boolean }
-        modifyInfo:
-          oneOf:
-            - type: "null"
-            - type: object
-              required: [by, ts]
+        openapi: 3.1.0
+        info:
+          title: teamlog serve
+          version: "1"
+          summary: The teamlog processor as a service.
+          description: |
+            One process owns the store (the single writer). `POST /v1/ops` takes JSON Lines of operations
+            (SPEC §1) and answers the SPEC §4 records of those ops once their group commit is durable; the
+            queries answer the SPEC §5 shapes from the live projections (a query sees every POST answered
+            before it was sent). With `--token-file`, writes need `Authorization: Bearer <token>`; reads too
+            with `--protect-reads` (`/healthz`, `/readyz`, `/metrics` and this document stay open).
+            Every error is `{"error":{"code":CODE,"message":TEXT}}`.
+        servers:
+          - url: http://127.0.0.1:8080
+        components:
+          securitySchemes:
+            bearer:
+              type: http
+              scheme: bearer
+          parameters:
+            at:
+              name: at
+              in: query
+              required: false
+              description: Answer as of this seq (a replay of the log up to it into a temporary store).
+              schema: { type: integer, minimum: 1 }
+          responses:
+            Error:
+              description: An error object.
+              content:
+                application/json:
+                  schema: { $ref: "#/components/schemas/Error" }
+          schemas:
+            Error:
+              type: object
+              required: [error]
+              additionalProperties: false
               properties:
-                by: { type: string }
+                error:
+                  type: object
+                  required: [code, message]
+                  properties:
+                    code: { type: string }
+                    message: { type: string }
+                    oldestSeq: { type: integer, description: "410 only: the oldest seq still retained." }
+            Conversation:
+              type: object
+              required: [type, id]
+              additionalProperties: false
+              properties:
+                type: { enum: [team, p2p] }
+                id: { type: string }
+            Team:
+              type: object
+              additionalProperties: false
+              required: [team, kind, name, intro, announcement, avatar, owner, joinMode, inviteMode, beInviteMode,
+                updateInfoMode, muted, dismissed, memberCount, members]
+              properties:
+                team: { type: string }
+                kind: { type: string }
+                name: { type: string }
+                intro: { type: string }
+                announcement: { type: string }
+                avatar: { type: string }
+                owner: { type: string }
+                joinMode: { type: string }
+                inviteMode: { type: string }
+                beInviteMode: { type: string }
+                updateInfoMode: { type: string }
+                muted: { type: boolean }
+                dismissed: { type: boolean }
+                memberCount: { type: integer, minimum: 0 }
+                members:
+                  type: array
+                  items:
+                    type: object
+                    additionalProperties: false
+                    required: [user, role, notify, mutedUntil]
+                    properties:
+                      user: { type: string }
+                      role: { type: string }
+                      notify: { type: string }
+                      mutedUntil: { type: [integer, "null"] }
+            Unread:
+              type: object
+              additionalProperties: false
+              required: [user, total, conversations]
+              properties:
+                user: { type: string }
+                total: { type: integer, minimum: 0 }
+                conversations:
+                  type: array
+                  items:
+                    type: object
+                    additionalProperties: false
+                    required: [to, unread, lastReadSeq, lastMessage]
+                    properties:
+                      to: { $ref: "#/components/schemas/Conversation" }
+                      unread: { type: integer, minimum: 0 }
+                      lastReadSeq: { type: integer, minimum: 0 }
+                      lastMessage:
+                        oneOf:
+                          - type: "null"
+                          - type: object
+                            additionalProperties: false
+                            required: [seq, messageId]
+                            properties:
+                              seq: { type: integer }
+                              messageId: { type: string }
+            Receipts:
+              type: object
+              additionalProperties: false
+              required: [messageId, read, unread, readUsers, unreadUsers]
+              properties:
+                messageId: { type: string }
+                read: { type: integer, minimum: 0 }
+                unread: { type: integer, minimum: 0 }
+                readUsers: { type: array, items: { type: string } }
+                unreadUsers: { type: array, items: { type: string } }
+            Message:
+              type: object
+              additionalProperties: false
+              required: [messageId, seq, ts, to, sender, kind, stored]
+              properties:
+                messageId: { type: string }
+                seq: { type: integer }
                 ts: { type: integer }
-    Channel:
-      type: object
-      additionalProperties: false
-      required: [channel, kind, closed, members, pendingInvites]
-      properties:
-        channel: { type: string }
-        kind: { type: string }
-        closed: { type: boolean }
-        members: { type: array, items: { type: string } }
-        pendingInvites:
-          type: array
-          items:
-            type: object
-            additionalProperties: false
-            required: [target, inviter, requestId]
-            properties:
-              target: { type: string }
-              inviter: { type: string }
-              requestId: { type: string }
-    Status:
-      type: object
-      additionalProperties: false
-      required: [headSeq, headTs, checkpointSeq, checkpointTs, lag, tables, logMapSize, logUsedBytes,
-        projectionMapSize, projectionUsedBytes, writerPid]
-      properties:
-        headSeq: { type: integer }
-        headTs: { type: integer }
-        checkpointSeq: { type: integer }
-        checkpointTs: { type: integer }
-        lag: { type: integer }
-        tables:
-          type: array
-          items:
-            type: object
-            additionalProperties: false
-            required: [name, entries, bytes]
-            properties:
-              name: { type: string }
-              entries: { type: integer }
-              bytes: { type: integer }
-        logMapSize: { type: integer }
-        logUsedBytes: { type: integer }
-        projectionMapSize: { type: integer }
-        projectionUsedBytes: { type: integer }
-        writerPid: { type: [integer, "null"] }
-    Record:
-      description: One SPEC §4 output record (one line of the JSON Lines body).
-      type: object
-      required: [kind]
-      properties:
-        kind: { enum: [rejected, duplicate, event, tip, delivery, notice, signal, login] }
-        line: { type: integer, minimum: 1 }
-        seq: { type: integer, minimum: 1 }
-        opId: { type: [string, "null"] }
-        code: { type: string }
-        reason: { type: string }
-        ts: { type: integer }
-        op: { type: string }
-      allOf:
-        - if: { properties: { kind: { const: rejected } } }
-          then: { required: [line, opId, code, reason] }
-        - if: { properties: { kind: { const: duplicate } } }
-          then: { required: [line, opId, seq] }
-        - if: { properties: { kind: { const: event } } }
-          then: { required: [line, seq, ts, op] }
-        - if: { properties: { kind: { enum: [tip, delivery, notice, signal, login] } } }
-          then: { required: [seq] }
-    Op:
-      description: One SPEC §1 operation (one line of the JSON Lines body).
-      type: object
-      required: [op, actor]
-      properties:
-        op: { type: string }
-        actor: { type: string }
-        ts: { type: integer }
-        opId: { type: string }
-        device: { type: string }
-    Health:
-      type: object
-      required: [status]
-      properties:
-        status: { const: ok }
-    Ready:
-      type: object
-      required: [ready, state]
-      properties:
-        ready: { type: boolean }
-        state: { enum: [opening, ready, failed, stopped] }
-        message: { type: string }
-paths:
-  /v1/ops:
-    post:
-      summary: Submit operations; answers their records once durable.
-      description: |
-        Body: JSON Lines of ops (`application/x-ndjson`; a single JSON object is one line). Each line is
-        decided in order; a malformed line is a `rejected` record, not an HTTP error. Requests that arrive
-        together share one group commit (one fsync). `line` numbers are relative to this body. The records
-        are sent only after the batch is durable.
-      security: [{ bearer: [] }]
-      parameters:
-        - name: emit
-          in: query
-          required: false
-          description: Records to answer, as `ingest --emit`.
-          schema: { enum: [all, events, none], default: all }
-      requestBody:
-        required: true
-        content:
-          application/x-ndjson:
-            schema: { type: string, description: "JSON Lines of Op objects" }
-            x-line-schema: { $ref: "#/components/schemas/Op" }
-          application/json:
-            schema: { $ref: "#/components/schemas/Op" }
-      responses:
-        "200":
-          description: The records of these ops, JSON Lines.
-          content:
-            application/x-ndjson:
-              schema: { type: string }
-              x-line-schema: { $ref: "#/components/schemas/Record" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "413": { $ref: "#/components/responses/Error" }
-        "500": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/teams/{team}:
-    get:
-      summary: A team and its members (SPEC §5 `team`).
-      parameters:
-        - { name: team, in: path, required: true, schema: { type: string } }
-        - $ref: "#/components/parameters/at"
-      responses:
-        "200":
-          description: The team.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Team" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "404": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/users/{user}/unread:
-    get:
-      summary: A user's unread counts (SPEC §5 `unread`); a user with none has total 0.
-      parameters:
-        - { name: user, in: path, required: true, schema: { type: string } }
-        - $ref: "#/components/parameters/at"
-      responses:
-        "200":
-          description: The unread counts.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Unread" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/messages/{messageId}/receipts:
-    get:
-      summary: Read and unread receivers of a needReceipt team message (SPEC §5 `receipts`).
-      parameters:
-        - { name: messageId, in: path, required: true, schema: { type: string } }
-        - $ref: "#/components/parameters/at"
-      responses:
-        "200":
-          description: The receipt tally.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Receipts" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "404": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/messages/{messageId}:
-    get:
-      summary: A stored message or tip (`teamlog message`).
-      parameters:
-        - { name: messageId, in: path, required: true, schema: { type: string } }
-        - $ref: "#/components/parameters/at"
-      responses:
-        "200":
-          description: The message.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Message" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "404": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/channels/{channel}:
-    get:
-      summary: A signaling channel (SPEC §5 `channel`).
-      parameters:
-        - { name: channel, in: path, required: true, schema: { type: string } }
-        - $ref: "#/components/parameters/at"
-      responses:
-        "200":
-          description: The channel.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Channel" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "404": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/log:
-    get:
-      summary: The `teamlog log` export, streamed (JSON Lines of ops that ingest accepts again).
-      parameters:
-        - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, default: 1 } }
-        - { name: to, in: query, required: false, description: "Default: the head when the request arrived.", schema: { type: integer } }
-        - { name: team, in: query, required: false, schema: { type: string } }
-      responses:
-        "200":
-          description: JSON Lines of ops.
-          content:
-            application/x-ndjson:
-              schema: { type: string }
-              x-line-schema: { $ref: "#/components/schemas/Op" }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/records:
-    get:
-      summary: Live stream of output records (Server-Sent Events), resumable within a retained window.
-      description: |
-        One SSE event per committed event that has records: `id:` its seq, one `data:` line per SPEC §4
-        record (its `event` record, then its tips, deliveries, signals, …). `rejected` and `duplicate`
-        records are not streamed (they belong to their request). Resume with `?from=LAST_ID+1` or the
-        `Last-Event-ID` header; without either the stream starts at the next event. A seq older than the
-        retained window (`--stream-window` events, in memory) is 410 with `oldestSeq`; a client that falls
-        behind the window while connected gets `event: gone` and the stream ends. Idle streams get a
-        `: keep-alive` comment every 15 s.
-      parameters:
-        - { name: from, in: query, required: false, schema: { type: integer, minimum: 1 } }
-        - { name: Last-Event-ID, in: header, required: false, schema: { type: integer } }
-      responses:
-        "200":
-          description: An endless event stream.
-          content:
-            text/event-stream:
-              schema: { type: string }
-        "400": { $ref: "#/components/responses/Error" }
-        "401": { $ref: "#/components/responses/Error" }
-        "410": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /v1/status:
-    get:
-      summary: The `teamlog status --json` object.
-      responses:
-        "200":
-          description: Where the log and the projections stand.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Status" }
-        "401": { $ref: "#/components/responses/Error" }
-        "503": { $ref: "#/components/responses/Error" }
-  /healthz:
-    get:
-      summary: Alive.
-      responses:
-        "200":
-          description: The process answers.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Health" }
-  /readyz:
-    get:
-      summary: Ready once the store is open and its log tail replayed.
-      responses:
-        "200":
-          description: Ready.
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Ready" }
-        "503":
-          description: Not ready (opening, failed or stopped).
-          content:
-            application/json:
-              schema: { $ref: "#/components/schemas/Ready" }
-  /metrics:
-    get:
-      summary: Prometheus metrics (text exposition format 0.0.4).
-      responses:
-        "200":
-          description: Metrics.
-          content:
-            text/plain:
-              schema: { type: string }
-  /openapi.yaml:
-    get:
-      summary: This document.
-      responses:
-        "200":
-          description: The OpenAPI document.
-          content:
-            application/yaml:
-              schema: { type: string }
-"""#
+                to: { $ref: "#/components/schemas/Conversation" }
+                sender: { type: string }
+                kind: { enum: [message, tip] }
+                stored: { type: boolean }
+                content: {}
+                needReceipt: { type: boolean }
+                directedUserIds: { type: [array, "null"], items: { type: string } }
+                hasChanged: { type: boolean }
+                modifyInfo:
+                  oneOf:
+                    - type: "null"
+                    - type: object
+                      required: [by, ts]
+                      properties:
+                        by: { type: string }
+                        ts: { type: integer }
+            Channel:
+              type: object
+              additionalProperties: false
+              required: [channel, kind, closed, members, pendingInvites]
+              properties:
+                channel: { type: string }
+                kind: { type: string }
+                closed: { type: boolean }
+                members: { type: array, items: { type: string } }
+                pendingInvites:
+                  type: array
+                  items:
+                    type: object
+                    additionalProperties: false
+                    required: [target, inviter, requestId]
+                    properties:
+                      target: { type: string }
+                      inviter: { type: string }
+                      requestId: { type: string }
+            Status:
+              type: object
+              additionalProperties: false
+              required: [headSeq, headTs, checkpointSeq, checkpointTs, lag, tables, logMapSize, logUsedBytes,
+                projectionMapSize, projectionUsedBytes, writerPid]
+              properties:
+                headSeq: { type: integer }
+                headTs: { type: integer }
+                checkpointSeq: { type: integer }
+                checkpointTs: { type: integer }
+                lag: { type: integer }
+                tables:
+                  type: array
+                  items:
+                    type: object
+                    additionalProperties: false
+                    required: [name, entries, bytes]
+                    properties:
+                      name: { type: string }
+                      entries: { type: integer }
+                      bytes: { type: integer }
+                logMapSize: { type: integer }
+                logUsedBytes: { type: integer }
+                projectionMapSize: { type: integer }
+                projectionUsedBytes: { type: integer }
+                writerPid: { type: [integer, "null"] }
+            Record:
+              description: One SPEC §4 output record (one line of the JSON Lines body).
+              type: object
+              required: [kind]
+              properties:
+                kind: { enum: [rejected, duplicate, event, tip, delivery, notice, signal, login] }
+                line: { type: integer, minimum: 1 }
+                seq: { type: integer, minimum: 1 }
+                opId: { type: [string, "null"] }
+                code: { type: string }
+                reason: { type: string }
+                ts: { type: integer }
+                op: { type: string }
+              allOf:
+                - if: { properties: { kind: { const: rejected } } }
+                  then: { required: [line, opId, code, reason] }
+                - if: { properties: { kind: { const: duplicate } } }
+                  then: { required: [line, opId, seq] }
+                - if: { properties: { kind: { const: event } } }
+                  then: { required: [line, seq, ts, op] }
+                - if: { properties: { kind: { enum: [tip, delivery, notice, signal, login] } } }
+                  then: { required: [seq] }
+            Op:
+              description: One SPEC §1 operation (one line of the JSON Lines body).
+              type: object
+              required: [op, actor]
+              properties:
+                op: { type: string }
+                actor: { type: string }
+                ts: { type: integer }
+                opId: { type: string }
+                device: { type: string }
+            Health:
+              type: object
+              required: [status]
+              properties:
+                status: { const: ok }
+            Ready:
+              type: object
+              required: [ready, state]
+              properties:
+                ready: { type: boolean }
+                state: { enum: [opening, ready, failed, stopped] }
+                message: { type: string }
+        paths:
+          /v1/ops:
+            post:
+              summary: Submit operations; answers their records once durable.
+              description: |
+                Body: JSON Lines of ops (`application/x-ndjson`; a single JSON object is one line). Each line is
+                decided in order; a malformed line is a `rejected` record, not an HTTP error. Requests that arrive
+                together share one group commit (one fsync). `line` numbers are relative to this body. The records
+                are sent only after the batch is durable.
+              security: [{ bearer: [] }]
+              parameters:
+                - name: emit
+                  in: query
+                  required: false
+                  description: Records to answer, as `ingest --emit`.
+                  schema: { enum: [all, events, none], default: all }
+              requestBody:
+                required: true
+                content:
+                  application/x-ndjson:
+                    schema: { type: string, description: "JSON Lines of Op objects" }
+                    x-line-schema: { $ref: "#/components/schemas/Op" }
+                  application/json:
+                    schema: { $ref: "#/components/schemas/Op" }
+              responses:
+                "200":
+                  description: The records of these ops, JSON Lines.
+                  content:
+                    application/x-ndjson:
+                      schema: { type: string }
+                      x-line-schema: { $ref: "#/components/schemas/Record" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "413": { $ref: "#/components/responses/Error" }
+                "500": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/teams/{team}:
+            get:
+              summary: A team and its members (SPEC §5 `team`).
+              parameters:
+                - { name: team, in: path, required: true, schema: { type: string } }
+                - $ref: "#/components/parameters/at"
+              responses:
+                "200":
+                  description: The team.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Team" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/users/{user}/unread:
+            get:
+              summary: A user's unread counts (SPEC §5 `unread`); a user with none has total 0.
+              parameters:
+                - { name: user, in: path, required: true, schema: { type: string } }
+                - $ref: "#/components/parameters/at"
+              responses:
+                "200":
+                  description: The unread counts.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Unread" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/messages/{messageId}/receipts:
+            get:
+              summary: Read and unread receivers of a needReceipt team message (SPEC §5 `receipts`).
+              parameters:
+                - { name: messageId, in: path, required: true, schema: { type: string } }
+                - $ref: "#/components/parameters/at"
+              responses:
+                "200":
+                  description: The receipt tally.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Receipts" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/messages/{messageId}:
+            get:
+              summary: A stored message or tip (`teamlog message`).
+              parameters:
+                - { name: messageId, in: path, required: true, schema: { type: string } }
+                - $ref: "#/components/parameters/at"
+              responses:
+                "200":
+                  description: The message.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Message" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/channels/{channel}:
+            get:
+              summary: A signaling channel (SPEC §5 `channel`).
+              parameters:
+                - { name: channel, in: path, required: true, schema: { type: string } }
+                - $ref: "#/components/parameters/at"
+              responses:
+                "200":
+                  description: The channel.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Channel" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "404": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/log:
+            get:
+              summary: The `teamlog log` export, streamed (JSON Lines of ops that ingest accepts again).
+              parameters:
+                - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, default: 1 } }
+                - { name: to, in: query, required: false, description: "Default: the head when the request arrived.", schema: { type: integer } }
+                - { name: team, in: query, required: false, schema: { type: string } }
+              responses:
+                "200":
+                  description: JSON Lines of ops.
+                  content:
+                    application/x-ndjson:
+                      schema: { type: string }
+                      x-line-schema: { $ref: "#/components/schemas/Op" }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/records:
+            get:
+              summary: Live stream of output records (Server-Sent Events), resumable within a retained window.
+              description: |
+                One SSE event per committed event that has records: `id:` its seq, one `data:` line per SPEC §4
+                record (its `event` record, then its tips, deliveries, signals, …). `rejected` and `duplicate`
+                records are not streamed (they belong to their request). Resume with `?from=LAST_ID+1` or the
+                `Last-Event-ID` header; without either the stream starts at the next event. A seq older than the
+                retained window (`--stream-window` events, in memory) is 410 with `oldestSeq`; a client that falls
+                behind the window while connected gets `event: gone` and the stream ends. Idle streams get a
+                `: keep-alive` comment every 15 s.
+              parameters:
+                - { name: from, in: query, required: false, schema: { type: integer, minimum: 1 } }
+                - { name: Last-Event-ID, in: header, required: false, schema: { type: integer } }
+              responses:
+                "200":
+                  description: An endless event stream.
+                  content:
+                    text/event-stream:
+                      schema: { type: string }
+                "400": { $ref: "#/components/responses/Error" }
+                "401": { $ref: "#/components/responses/Error" }
+                "410": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /v1/status:
+            get:
+              summary: The `teamlog status --json` object.
+              responses:
+                "200":
+                  description: Where the log and the projections stand.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Status" }
+                "401": { $ref: "#/components/responses/Error" }
+                "503": { $ref: "#/components/responses/Error" }
+          /healthz:
+            get:
+              summary: Alive.
+              responses:
+                "200":
+                  description: The process answers.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Health" }
+          /readyz:
+            get:
+              summary: Ready once the store is open and its log tail replayed.
+              responses:
+                "200":
+                  description: Ready.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Ready" }
+                "503":
+                  description: Not ready (opening, failed or stopped).
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Ready" }
+          /metrics:
+            get:
+              summary: Prometheus metrics (text exposition format 0.0.4).
+              responses:
+                "200":
+                  description: Metrics.
+                  content:
+                    text/plain:
+                      schema: { type: string }
+          /openapi.yaml:
+            get:
+              summary: This document.
+              responses:
+                "200":
+                  description: The OpenAPI document.
+                  content:
+                    application/yaml:
+                      schema: { type: string }
+        """#
 }

@@ -41,7 +41,8 @@ public final class ServerMetrics: Sendable {
         duplicates = Metrics.Counter(label: "teamlog_ops_duplicates_total", factory: factory)
         var rejected: [RejectionCode: Metrics.Counter] = [:]
         for code in RejectionCode.allCases {
-            rejected[code] = Metrics.Counter(label: "teamlog_ops_rejected_total", dimensions: [("code", code.rawValue)], factory: factory)
+            rejected[code] = Metrics.Counter(
+                label: "teamlog_ops_rejected_total", dimensions: [("code", code.rawValue)], factory: factory)
         }
         self.rejected = rejected
         commitDuration = Metrics.Timer(label: "teamlog_commit_duration_seconds", factory: factory)

@@ -41,7 +41,8 @@ public final class TeamLogServer: Service, Sendable {
     public func run() async throws {
         let app = Application(
             router: makeRouter(),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "teamlog"),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "teamlog"),
             onServerRunning: { [bound] channel in bound.set(channel.localAddress?.port) },
             logger: logger)
         do {
@@ -73,7 +74,8 @@ public final class TeamLogServer: Service, Sendable {
         for (path, routes) in byPath {
             let allowed = routes.map(\.method)
             for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] where !allowed.contains(method) {
-                router.on(RouterPath(routes[0].routerPath), method: HTTPRequest.Method(rawValue: method)!) { _, _ -> Response in
+                router.on(RouterPath(routes[0].routerPath), method: HTTPRequest.Method(rawValue: method)!) {
+                    _, _ -> Response in
                     var error = APIError(.methodNotAllowed, "methodNotAllowed", "\(method) is not allowed on \(path)")
                     error.headers[.allow] = allowed.joined(separator: ", ")
                     throw error
@@ -93,7 +95,9 @@ public final class TeamLogServer: Service, Sendable {
             }
         case .unread:
             let id = try parameter("user", context)
-            return try await query(request, missing: ("noSuchUser", "")) { store, txn in try store.unreadView(Id(id), in: txn) }
+            return try await query(request, missing: ("noSuchUser", "")) { store, txn in
+                try store.unreadView(Id(id), in: txn)
+            }
         case .receipts:
             let id = try parameter("messageId", context)
             return try await query(
@@ -132,7 +136,8 @@ public final class TeamLogServer: Service, Sendable {
         case .openapi:
             var headers = HTTPFields()
             headers[.contentType] = "application/yaml"
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml + "\n")))
+            return Response(
+                status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml + "\n")))
         default:
             throw APIError(.notFound, "notFound", "no route \(route)")
         }
@@ -160,7 +165,8 @@ public final class TeamLogServer: Service, Sendable {
         do {
             body = try await request.body.collect(upTo: configuration.bodyLimit)
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
-            throw APIError(.contentTooLarge, "payloadTooLarge", "the body is over the \(configuration.bodyLimit)-byte limit")
+            throw APIError(
+                .contentTooLarge, "payloadTooLarge", "the body is over the \(configuration.bodyLimit)-byte limit")
         }
         let lines = ParsedLine.parseAll(Array(body.readableBytesView))
         let writer = self.writer
@@ -250,7 +256,8 @@ public final class TeamLogServer: Service, Sendable {
         guard
             startThread({
                 do {
-                    let problem = try shared.store.exportLog(from: from, to: to, team: team, chunkBytes: 256 << 10) { _ in
+                    let problem = try shared.store.exportLog(from: from, to: to, team: team, chunkBytes: 256 << 10) {
+                        _ in
                     } write: { chunk in
                         if !queue.push(chunk) { throw Stopped() }
                     }
@@ -285,7 +292,9 @@ public final class TeamLogServer: Service, Sendable {
     private func recordStream(_ request: Request) throws -> Response {
         try authorize(request, write: false)
         _ = try readyStore()
-        guard let window = writer.window else { throw APIError(.serviceUnavailable, "notReady", "the store is being opened") }
+        guard let window = writer.window else {
+            throw APIError(.serviceUnavailable, "notReady", "the store is being opened")
+        }
         var from = window.nextSeq
         if let text = request.uri.queryParameters.get("from") {
             guard let value = UInt64(text), value > 0 else {
@@ -393,7 +402,8 @@ public final class TeamLogServer: Service, Sendable {
     private func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: value.jsonString + "\n")))
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: value.jsonString + "\n")))
     }
 }
 

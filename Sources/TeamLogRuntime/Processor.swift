@@ -1,6 +1,6 @@
+public import TeamLog
 public import TeamLogStore
 import TeamLogThreads
-public import TeamLog
 
 #if canImport(Glibc)
     import Glibc

@@ -90,8 +90,9 @@ public final class WriterService: @unchecked Sendable {
 
     /// Starts the writer's thread, which opens the store at `path` (replaying its log after the
     /// checkpoint) and then serves submissions; `state` says when it is ready.
-    public init(path: String, options: Options = Options(), onCommit: @escaping @Sendable (CommitReport) -> Void = { _ in })
-    {
+    public init(
+        path: String, options: Options = Options(), onCommit: @escaping @Sendable (CommitReport) -> Void = { _ in }
+    ) {
         self.path = path
         self.options = options
         self.onCommit = onCommit

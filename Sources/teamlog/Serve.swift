@@ -19,7 +19,9 @@ import UnixSignals
 /// HTTP layer parses and prints, the runtime's `WriterService` group-commits.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Serve the store over HTTP: ops in, records out after each group commit, queries, a record stream, metrics.")
+        abstract:
+            "Serve the store over HTTP: ops in, records out after each group commit, queries, a record stream, metrics."
+    )
 
     @OptionGroup var storeOptions: StoreOptions
 

@@ -19,7 +19,10 @@ func clientRequests(_ c: Int, requests: Int) -> [[String]] {
     }
     var out: [[String]] = [
         [
-            stamp(op("team.create", owner, ["team": team, "name": "T\(c)", "members": ["a\(c)", "b\(c)"], "opId": "\(c)-create"])),
+            stamp(
+                op(
+                    "team.create", owner,
+                    ["team": team, "name": "T\(c)", "members": ["a\(c)", "b\(c)"], "opId": "\(c)-create"])),
             stamp(op("team.invite", "boss", ["team": "shared", "targets": [owner], "opId": "\(c)-join"])),
         ]
     ]
@@ -32,10 +35,14 @@ func clientRequests(_ c: Int, requests: Int) -> [[String]] {
                 #"{"op":"message.send","actor":"\#(owner)","to":{"type":"team","id":"shared"},"messageId":"s\#(c)-\#(r)","content":{"type":"text","text":"hi"}}"#
             ),
             stamp(#"{"op":"message.read","actor":"a\#(c)","to":{"type":"team","id":"\#(team)"},"upTo":1000000}"#),
-            stamp(#"{"op":"message.receipt","actor":"b\#(c)","to":{"type":"team","id":"\#(team)"},"messageIds":["m\#(c)-\#(r)"]}"#),
+            stamp(
+                #"{"op":"message.receipt","actor":"b\#(c)","to":{"type":"team","id":"\#(team)"},"messageIds":["m\#(c)-\#(r)"]}"#
+            ),
         ]
         if r == 1 { lines.append("{broken") }
-        if r == 2 { lines.append(stamp(op("team.create", owner, ["team": team, "name": "again", "opId": "\(c)-create"]))) }
+        if r == 2 {
+            lines.append(stamp(op("team.create", owner, ["team": team, "name": "again", "opId": "\(c)-create"])))
+        }
         out.append(lines)
     }
     return out
@@ -58,7 +65,8 @@ func clientRequests(_ c: Int, requests: Int) -> [[String]] {
                 group.addTask {
                     var out: [(lines: [String], reply: Reply)] = []
                     for lines in clientRequests(c, requests: requests) {
-                        out.append((lines, try await send("POST", server.base + "/v1/ops", body: body(lines), client: client)))
+                        out.append(
+                            (lines, try await send("POST", server.base + "/v1/ops", body: body(lines), client: client)))
                     }
                     return (c, out)
                 }
@@ -76,7 +84,9 @@ func clientRequests(_ c: Int, requests: Int) -> [[String]] {
             for (lines, reply) in exchanges {
                 #expect(reply.status == 200)
                 let records = reply.lines
-                let perLine = records.filter { ["event", "rejected", "duplicate"].contains($0["kind"]?.stringValue ?? "") }
+                let perLine = records.filter {
+                    ["event", "rejected", "duplicate"].contains($0["kind"]?.stringValue ?? "")
+                }
                 #expect(perLine.map { $0["line"]?.intValue ?? 0 } == Array(1...Int64(lines.count)))
                 var ownSeqs = Set<Int64>()
                 for record in perLine {
@@ -91,13 +101,16 @@ func clientRequests(_ c: Int, requests: Int) -> [[String]] {
                         #expect(record["opId"] == (sent["opId"] ?? .null))
                     }
                 }
-                for record in records where !["event", "rejected", "duplicate"].contains(record["kind"]?.stringValue ?? "") {
+                for record in records
+                where !["event", "rejected", "duplicate"].contains(record["kind"]?.stringValue ?? "") {
                     #expect(ownSeqs.contains(record["seq"]?.intValue ?? -1), "\(record.jsonString)")
                 }
             }
         }
         // The second team.create with the same opId is always a duplicate; the malformed line a rejection.
-        let duplicates = replies.flatMap { $0.1 }.flatMap { $0.reply.lines }.filter { $0["kind"] == .string("duplicate") }
+        let duplicates = replies.flatMap { $0.1 }.flatMap { $0.reply.lines }.filter {
+            $0["kind"] == .string("duplicate")
+        }
         #expect(duplicates.count == clients)
         try await server.stop()
 

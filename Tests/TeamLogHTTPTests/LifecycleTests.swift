@@ -134,7 +134,6 @@ struct LifecycleTests {
     }
 }
 
-
 /// What the load's clients share: how many ops were acknowledged, and whether the server was signalled.
 final class LoadState: @unchecked Sendable {
     private let monitor = Monitor()

@@ -34,7 +34,9 @@ func streamable(_ replies: [Reply]) -> [String] {
             replies.append(
                 try await send(
                     "POST", server.base + "/v1/ops",
-                    body: op("team.update", "alice", ["team": "ops", "fields": ["intro": "v\(i)"] as KeyValuePairs<String, Any>])))
+                    body: op(
+                        "team.update", "alice",
+                        ["team": "ops", "fields": ["intro": "v\(i)"] as KeyValuePairs<String, Any>])))
         }
         let liveEvents = try await live.events
         #expect(liveEvents.map(\.id) == [UInt64(head) + 1, UInt64(head) + 2, UInt64(head) + 3])
@@ -78,7 +80,9 @@ func streamable(_ replies: [Reply]) -> [String] {
         await woken
         #expect(window.oldestSeq == 12)
         #expect(window.read(from: 11) == .gone(oldest: 12))
-        #expect(window.read(from: 13, limit: 5) == .entries([13, 14].map { RecordWindow.Entry(seq: $0, lines: Array("\($0)\n".utf8)) }))
+        #expect(
+            window.read(from: 13, limit: 5)
+                == .entries([13, 14].map { RecordWindow.Entry(seq: $0, lines: Array("\($0)\n".utf8)) }))
         window.close()
         #expect(window.read(from: 15) == .closed)
         await window.wait(for: 100)  // returns at once once closed

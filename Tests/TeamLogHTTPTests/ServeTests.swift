@@ -94,7 +94,9 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(status.json["headSeq"] == .int(Int64(exampleLines.count + 2)))
         #expect(status.json["writerPid"] == .int(Int64(getpid())))
         let log = try await send("GET", server.base + "/v1/log?team=ops")
-        let exported = try cli.store.exportLog(team: "ops") { _ in } write: { _ in }
+        let exported = try cli.store.exportLog(team: "ops") { _ in
+        } write: { _ in
+        }
         #expect(exported == nil)
         var cliLog: [UInt8] = []
         _ = try cli.store.exportLog(team: "ops", write: { cliLog += $0 })
@@ -146,11 +148,14 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(none.status == 401)
         #expect(none.json["error"]?["code"] == .string("unauthorized"))
         #expect(!none.body.contains("s3cret"))
-        let wrong = try await send("POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret-tokeN")])
+        let wrong = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret-tokeN")])
         #expect(wrong.status == 401)
-        let short = try await send("POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret")])
+        let short = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret")])
         #expect(short.status == 401)
-        let right = try await send("POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret-token")])
+        let right = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret-token")])
         #expect(right.status == 200)
         #expect(try await send("GET", server.base + "/v1/teams/auth").status == 200)  // reads open
         let metrics = try await send("GET", server.base + "/metrics")
@@ -161,7 +166,9 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         let protected = try await LiveServer(configuration: config)
         #expect(try await send("GET", protected.base + "/v1/teams/auth").status == 401)
         #expect(try await send("GET", protected.base + "/v1/status").status == 401)
-        #expect(try await send("GET", protected.base + "/v1/status", headers: [("Authorization", "Bearer s3cret-token")]).status == 200)
+        #expect(
+            try await send("GET", protected.base + "/v1/status", headers: [("Authorization", "Bearer s3cret-token")])
+                .status == 200)
         #expect(try await send("GET", protected.base + "/healthz").status == 200)
         try await protected.stop()
     }
@@ -184,7 +191,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         // Malformed lines are records, not HTTP errors; the numbering is the body's.
         let mixed = try await send(
             "POST", server.base + "/v1/ops",
-            body: "not json\n\n" + op("team.create", "a", ["team": "ok", "name": "OK"]) + "\r\n{\"op\":\"nope\",\"actor\":\"a\"}")
+            body: "not json\n\n" + op("team.create", "a", ["team": "ok", "name": "OK"])
+                + "\r\n{\"op\":\"nope\",\"actor\":\"a\"}")
         #expect(mixed.status == 200)
         let kinds = mixed.lines.map { ($0["kind"]?.stringValue ?? "", $0["line"]) }
         #expect(kinds.count >= 3)
@@ -215,7 +223,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(body.contains("teamlog_store_bytes{env=\"log\"}"))
         #expect(
             body.contains(
-                "teamlog_http_request_duration_seconds_count{route=\"/v1/teams/{team}\",method=\"GET\",status=\"404\"} 1"))
+                "teamlog_http_request_duration_seconds_count{route=\"/v1/teams/{team}\",method=\"GET\",status=\"404\"} 1"
+            ))
         #expect(
             body.contains(
                 "teamlog_http_request_duration_seconds_count{route=\"/v1/ops\",method=\"POST\",status=\"200\"} 1"))

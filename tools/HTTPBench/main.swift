@@ -173,7 +173,11 @@ func percentile(_ sorted: [Double], _ p: Double) -> Double {
 final class Ticket: @unchecked Sendable {
     private let monitor = Monitor()
     private var next = 0
-    func take() -> Int { monitor.locked { defer { next += 1 }; return next } }
+    func take() -> Int {
+        monitor.locked {
+            defer { next += 1 }; return next
+        }
+    }
 }
 
 @main
@@ -232,7 +236,8 @@ struct HTTPBench {
         }
 
         // 3. Query latency while ingesting at a paced rate.
-        print("3. queries at \(fmt(s.queryRate)) q/s while ingesting \(fmt(s.ingestRate)) ops/s for \(fmt(s.seconds)) s…")
+        print(
+            "3. queries at \(fmt(s.queryRate)) q/s while ingesting \(fmt(s.ingestRate)) ops/s for \(fmt(s.seconds)) s…")
         let live = try await BenchServer()
         let preload = min(chunks.count / 4, 500)
         for k in 0..<preload { _ = try await post(client, live.base + "/v1/ops", chunks[k]) }
@@ -241,7 +246,8 @@ struct HTTPBench {
         let queryInterval = 1 / s.queryRate
         let start = now() + 0.05
         let queryURLs: [String] =
-            teams.prefix(500).map { live.base + "/v1/teams/\($0)" } + users.prefix(500).map { live.base + "/v1/users/\($0)/unread" }
+            teams.prefix(500).map { live.base + "/v1/teams/\($0)" }
+            + users.prefix(500).map { live.base + "/v1/users/\($0)/unread" }
         let (latencies, failures, posted, lateQueries): ([Double], Int, Int, Int) = await withTaskGroup(
             of: (Double?, Int).self
         ) { group in
@@ -320,57 +326,57 @@ struct HTTPBench {
     static func ingestRates(_ s: Settings, _ lines: [[UInt8]], _ chunks: [[UInt8]], _ client: HTTPClient) async throws
         -> (Double, Int, Double, Int)
     {
-            // 1. The CLI's batch path.
-            let cliDir = tempDir("cli")
-            var storeOptions = Store.Options()
-            storeOptions.mapSize = 1 << 30
-            let cliStore = try Store(path: cliDir + "/store", options: storeOptions)
-            var popts = Processor.Options()
-            popts.emit = .all
-            let processor = Processor(store: cliStore, options: popts) { _ in }
-            let file = cliDir + "/ops.jsonl"
-            writeFile(file, Array(lines.joined(separator: [0x0A])) + [0x0A])
-            let fd = open(file, O_RDONLY)
-            var reader = LineReader(fd: fd)
-            print("1. CLI batch path (teamlog ingest FILE)…")
-            var t = now()
-            try processor.run(&reader)
-            let cliSeconds = now() - t
-            close(fd)
-            let cliAccepted = processor.summary.accepted
-            cliStore.close()
-            removeTree(cliDir + "/store")
-            unlink(file)
-            removeTree(cliDir)
-            let cliRate = Double(s.ops) / cliSeconds
-            print("   \(fmt(cliRate)) ops/s (\(cliAccepted) accepted, \(fmt(cliSeconds, 2)) s)")
+        // 1. The CLI's batch path.
+        let cliDir = tempDir("cli")
+        var storeOptions = Store.Options()
+        storeOptions.mapSize = 1 << 30
+        let cliStore = try Store(path: cliDir + "/store", options: storeOptions)
+        var popts = Processor.Options()
+        popts.emit = .all
+        let processor = Processor(store: cliStore, options: popts) { _ in }
+        let file = cliDir + "/ops.jsonl"
+        writeFile(file, Array(lines.joined(separator: [0x0A])) + [0x0A])
+        let fd = open(file, O_RDONLY)
+        var reader = LineReader(fd: fd)
+        print("1. CLI batch path (teamlog ingest FILE)…")
+        var t = now()
+        try processor.run(&reader)
+        let cliSeconds = now() - t
+        close(fd)
+        let cliAccepted = processor.summary.accepted
+        cliStore.close()
+        removeTree(cliDir + "/store")
+        unlink(file)
+        removeTree(cliDir)
+        let cliRate = Double(s.ops) / cliSeconds
+        print("   \(fmt(cliRate)) ops/s (\(cliAccepted) accepted, \(fmt(cliSeconds, 2)) s)")
 
-            // 2. HTTP ingest from concurrent clients.
-            print("2. HTTP: \(s.clients) clients posting \(s.perRequest) ops per request…")
-            let ingest = try await BenchServer()
-            let ticket = Ticket()
-            t = now()
-            let httpAccepted = try await withThrowingTaskGroup(of: Int.self) { group in
-                for _ in 0..<s.clients {
-                    group.addTask {
-                        var accepted = 0
-                        while true {
-                            let k = ticket.take()
-                            guard k < chunks.count else { return accepted }
-                            accepted += try await post(client, ingest.base + "/v1/ops", chunks[k])
-                        }
+        // 2. HTTP ingest from concurrent clients.
+        print("2. HTTP: \(s.clients) clients posting \(s.perRequest) ops per request…")
+        let ingest = try await BenchServer()
+        let ticket = Ticket()
+        t = now()
+        let httpAccepted = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<s.clients {
+                group.addTask {
+                    var accepted = 0
+                    while true {
+                        let k = ticket.take()
+                        guard k < chunks.count else { return accepted }
+                        accepted += try await post(client, ingest.base + "/v1/ops", chunks[k])
                     }
                 }
-                return try await group.reduce(0, +)
             }
-            let httpSeconds = now() - t
-            try await ingest.stop()
-            let httpRate = Double(s.ops) / httpSeconds
-            print(
-                "   \(fmt(httpRate)) ops/s (\(httpAccepted) accepted, \(fmt(httpSeconds, 2)) s): \(fmt(100 * httpRate / cliRate, 1))% of the CLI batch rate"
-            )
+            return try await group.reduce(0, +)
+        }
+        let httpSeconds = now() - t
+        try await ingest.stop()
+        let httpRate = Double(s.ops) / httpSeconds
+        print(
+            "   \(fmt(httpRate)) ops/s (\(httpAccepted) accepted, \(fmt(httpSeconds, 2)) s): \(fmt(100 * httpRate / cliRate, 1))% of the CLI batch rate"
+        )
 
-            return (cliRate, cliAccepted, httpRate, httpAccepted)
+        return (cliRate, cliAccepted, httpRate, httpAccepted)
     }
 
 }
