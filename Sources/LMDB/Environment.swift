@@ -164,6 +164,18 @@ public final class Environment: @unchecked Sendable {
         return try body(txn)
     }
 
+    /// Runs `body` in `snapshot` renewed to the latest commit, and resets it afterwards (as `read` does, with
+    /// the map size held meanwhile): a read transaction that keeps its reader slot between calls, so a
+    /// thread that reads often (the working set's loader) skips taking a slot from the lock table each
+    /// time. `snapshot` starts as `nil` and is made on the first call.
+    public func read<R>(reusing snapshot: inout ReadSnapshot?, _ body: (Transaction) throws -> R) throws -> R {
+        pthread_rwlock_rdlock(resizeLock)
+        defer { pthread_rwlock_unlock(resizeLock) }
+        if let snapshot { try snapshot.renew() } else { snapshot = try self.snapshot() }
+        defer { snapshot?.reset() }
+        return try body(snapshot!)
+    }
+
     /// Runs `body` in a read-only snapshot on a second thread while this process already has a
     /// transaction open: `nil`, without running `body`, when another process grew the map since (adopting
     /// the new size would remap the file under the open transaction).

@@ -13,8 +13,11 @@ struct ProjectionDatabases {
     let meta: Database<UTF8String, RawBytes>
     let tables: [ProjectionTable: DatabaseHandle]
 
-    /// The layout of the projection records this build writes (see `Databases.format`).
-    static let format: UInt64 = Databases.format
+    /// The layout of the projection records this build writes. A projection environment of another
+    /// format is rebuilt from the log at open (it is a cache of it), so this moves independently of the
+    /// log's `Databases.format`: 3 had receipt tallies without their read count; 4 stores it, so a tally
+    /// loaded on its own knows the next receipt's ordinal.
+    static let format: UInt64 = 4
 
     /// The subdirectory of the store that holds this environment.
     static let directory = "proj"
@@ -66,6 +69,20 @@ struct ProjectionDatabases {
 
     func writeCheckpoint(_ txn: WriteTransaction, _ c: Checkpoint) throws {
         try txn.put(meta, "checkpoint", Databases.encodePosition(seq: c.seq, ts: c.ts, hash: c.hash))
+    }
+
+    /// The tables that stay resident whatever the working set's budget: presence, signaling channels and
+    /// offline queues (they grow with users and calls, never with messages).
+    static let alwaysResident: [ProjectionTable] = [.presence, .channels, .offline]
+
+    /// Loads the always-resident tables into `world` (what opening a store loads).
+    func loadAlwaysResident(_ txn: Transaction, into world: inout World) throws {
+        for table in Self.alwaysResident {
+            try txn.forEach(self.table(table)) { key, value in
+                try ProjectionCodec.restore(table, key: key, value: value, into: &world)
+                return true
+            }
+        }
     }
 
     /// Loads every stored projection record into `world`, teams first (members need their team).

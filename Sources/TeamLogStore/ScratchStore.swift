@@ -101,7 +101,7 @@ extension Store {
                         undecodable = ChainProblem(seq: seq, message: "undecodable event: \(error)")
                         return
                     }
-                    scratch.applyReplayed(event)
+                    try scratch.applyReplayed(event)
                     if scratch.pendingCount >= batchSize { try scratch.commit() }
                 }
             }

@@ -23,6 +23,7 @@ extension Store {
     /// them once that batch is durable. The state's change set starts again empty.
     func startCheckpoint(after job: CommitJob?) {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
+        evictIfOverBudget()  // what the finished checkpoint made clean
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
         bufferChanges()
@@ -119,6 +120,7 @@ extension Store {
                 let event: Event
                 do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
                 scratch.removeAll(keepingCapacity: true)
+                try prefetch(event.op)
                 world.apply(event, into: &scratch)
                 return nil
             }

@@ -43,6 +43,9 @@ public final class Store {
         public var checkpointOps: Int = 100_000
         /// Write a checkpoint at the first commit this many ms after the last one.
         public var checkpointMs: Int = 1_000
+        /// The budget of the working set: the resident projections' estimated size, in bytes, beyond which
+        /// clean units are evicted after each checkpoint (`--cache-mb`).
+        public var cacheBytes: Int = Store.defaultCacheBytes
 
         public init() {}
     }
@@ -106,8 +109,15 @@ public final class Store {
     var checkpointBuffer: [(ProjectionTable, [UInt8], [UInt8]?)] = []
     /// Why the last checkpoint failed, if it did (the log is unaffected).
     public internal(set) var lastCheckpointError: (any Error)?
+    /// What is resident, and when it was last needed (see `WorkingSet`).
+    var workingSet: WorkingSet
 
-    /// Opens (creating when missing) the store in directory `path` and loads its projections.
+    /// The default working-set budget (256 MiB).
+    public static let defaultCacheBytes = 256 << 20
+
+    /// Opens (creating when missing) the store in directory `path`, at its projections' checkpoint, and
+    /// replays the log after it. Only the always-resident tables (presence, channels, offline queues) are
+    /// loaded; everything else is loaded when an op first needs it (`WorkingSet`).
     /// With `loadState` false (queries) the projections stay on disk and `world` holds only the checkpoint.
     public init(path: String, options: Options = Options(), loadState: Bool = true) throws {
         var envOptions = Environment.Options()
@@ -154,6 +164,7 @@ public final class Store {
             try dbs.writeConfig(env, config)
         }
         world = World(config: config)
+        workingSet = WorkingSet(budgetBytes: options.cacheBytes)
         lastHash = meta.lastHash
         committedSeq = meta.lastSeq
         self.options = options
@@ -163,7 +174,7 @@ public final class Store {
         var loaded = World(config: config)
         let stored = try projEnv.read { txn in
             let stored = try projDbs.readCheckpoint(txn)
-            if loadState { try projDbs.loadProjections(txn, into: &loaded) }
+            if loadState { try projDbs.loadAlwaysResident(txn, into: &loaded) }
             return stored
         }
         checkpoint = stored
@@ -277,6 +288,20 @@ public final class Store {
             }
         }
         opsSinceCheckpoint += 1
+        try prefetch(op)
+        #if DEBUG
+            // Debug builds check that the op changed nothing outside its footprint: the changes of the
+            // batch so far are set aside, so `dirty` holds this op's alone.
+            var earlier: Set<ProjectionKey> = []
+            swap(&earlier, &world.dirty)
+            let appendedBefore = world.appended.count
+            defer {
+                let problems = footprintViolations(appendedBefore: appendedBefore, seq: world.lastSeq)
+                assert(problems.isEmpty, "\(problems.prefix(5))")
+                earlier.formUnion(world.dirty)
+                swap(&earlier, &world.dirty)
+            }
+        #endif
         switch world.decide(op, now: now) {
         case .failure(let rejection):
             if let opId = op.opId { pendingOpIds[opId] = .rejected(rejection) }
@@ -305,7 +330,8 @@ public final class Store {
 
     /// Applies and appends an event another store's log holds (a replay into a scratch store): no decision,
     /// the same state change and records as when it was accepted.
-    func applyReplayed(_ event: Event) {
+    func applyReplayed(_ event: Event) throws {
+        try prefetch(event.op)
         pendingOutputsScratch.removeAll(keepingCapacity: true)
         world.apply(event, into: &pendingOutputsScratch)
         append(event)

@@ -50,6 +50,12 @@ struct Ingest: ParsableCommand {
     @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
     var checkpointMs: Int = Store.Options().checkpointMs
 
+    @Option(
+        help:
+            "The working set's budget in MiB: projections beyond it are evicted (clean ones, after each checkpoint) and loaded again when needed."
+    )
+    var cacheMb: Int = Store.defaultCacheBytes >> 20
+
     @OptionGroup var settings: SettingsOptions
 
     func run() throws {
@@ -60,6 +66,7 @@ struct Ingest: ParsableCommand {
         guard checkpointOps > 0, checkpointMs >= 0 else {
             throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
         }
+        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
         let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
@@ -71,6 +78,7 @@ struct Ingest: ParsableCommand {
         storeOpts.requestedConfig = settings.request
         storeOpts.checkpointOps = checkpointOps
         storeOpts.checkpointMs = checkpointMs
+        storeOpts.cacheBytes = cacheMb << 20
         let store: Store
         do { store = try Store(path: storeOptions.path, options: storeOpts) } catch {
             throw cannotOpen(storeOptions.path, error)

@@ -69,7 +69,7 @@ import Testing
             workload: workload,
             lineOpIds: lines.map { (try? JSONParser.parse($0))?["opId"]?.stringValue },
             logOpIds: try opIds(of: store), seq: seq, tables: try storedTables(store),
-            records: rows(ProjectionCodec.allRecords(store.world)), audit: "\(audit)", auditOK: audit.ok)
+            records: rows(ProjectionCodec.allRecords(try store.loadAllProjections())), audit: "\(audit)", auditOK: audit.ok)
     }
 
     // MARK: (a) The clean run
@@ -181,7 +181,7 @@ import Testing
         for table in ProjectionTable.allCases {
             #expect(tables[table] == reference.tables[table], "stored \(table.rawValue) differs from the clean run's")
         }
-        #expect(Self.rows(ProjectionCodec.allRecords(store.world)) == reference.records)
+        #expect(Self.rows(ProjectionCodec.allRecords(try store.loadAllProjections())) == reference.records)
     }
 
     // MARK: (c) Idempotency

@@ -56,7 +56,7 @@ enum Msg {
                 }
             }
         }
-        let world = h.store.world
+        let world = try h.store.loadAllProjections()
         let rows = (world.userConvs[user] ?? [:]).map { key, uc in
             let base = max(uc.readSeq, uc.joinSeq)
             let end = uc.leaveSeq ?? UInt64.max
@@ -524,6 +524,6 @@ enum Msg {
         let report = try h.store.audit()
         #expect(report.ok, "\(lines.last!): \(report.tables.compactMap(\.difference))")
         try h.reopen()
-        #expect(h.store.world.convs == (try h.store.replay()).world.convs)
+        #expect(try h.store.loadAllProjections().convs == (try h.store.replay()).world.convs)
     }
 }

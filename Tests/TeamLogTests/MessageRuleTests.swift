@@ -419,7 +419,7 @@ struct WorldSnapshot: Equatable {
         #expect(m.run(Msg.receipt("b", ["m1"])) == nil)
         let tally = try #require(m.world.receipts["m1"])
         #expect(tally.receiverCount == 3 && tally.directedReceivers == nil, "a broadcast stores its count only")
-        #expect(tally.read == ["b", "own"])
+        #expect(tally.readersInOrder == ["b", "own"] && tally.readCount == 2)
         #expect(tally.unreadCount == 1)
         let sent = try #require(m.world.messages["m1"])
         #expect(
@@ -474,7 +474,7 @@ struct WorldSnapshot: Equatable {
         #expect(m.run(Msg.send("mgr", "r1", ["needReceipt": true])) == nil)
         let tally = try #require(m.world.receipts["r1"])
         #expect(tally.receiverCount == m.deliveries.first?.receivers.count)
-        #expect(tally.read.isEmpty)
+        #expect(tally.readCount == 0 && tally.readers.isEmpty)
         #expect(tally.unreadCount == 3)
         let roster = m.world.teams["t1"]?.members(at: m.world.lastSeq)
         #expect(roster?.filter { $0 != "mgr" } == m.deliveries.first?.receivers)

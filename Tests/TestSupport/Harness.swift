@@ -16,12 +16,19 @@ public final class StoreHarness {
     private let options: Store.Options
     private let processorOptions: Processor.Options
 
-    public init(config: Config = Config(), mapSize: Int = 1 << 20, batchSize: Int = 10_000) throws {
+    /// `cacheBytes` and `checkpointOps` set the working set's budget and the checkpoint interval (a tiny
+    /// budget with frequent checkpoints evicts nearly everything after every checkpoint).
+    public init(
+        config: Config = Config(), mapSize: Int = 1 << 20, batchSize: Int = 10_000,
+        cacheBytes: Int = Store.defaultCacheBytes, checkpointOps: Int = Store.Options().checkpointOps
+    ) throws {
         directory = TemporaryDirectory()
         var o = Store.Options()
         o.config = config
         o.mapSize = mapSize
         o.noSync = true
+        o.cacheBytes = cacheBytes
+        o.checkpointOps = checkpointOps
         options = o
         var p = Processor.Options()
         p.batchSize = batchSize

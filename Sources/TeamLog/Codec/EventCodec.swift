@@ -260,11 +260,11 @@ public enum EventCodec {
 
     // MARK: Enums as their case index
 
-    static func index<E: CaseIterable & Equatable>(_ v: E) -> UInt8 {
+    public static func index<E: CaseIterable & Equatable>(_ v: E) -> UInt8 {
         UInt8(E.allCases.firstIndex(of: v).map { E.allCases.distance(from: E.allCases.startIndex, to: $0) } ?? 0)
     }
 
-    static func value<E: CaseIterable>(_ r: inout ByteReader) throws(DecodeError) -> E {
+    public static func value<E: CaseIterable>(_ r: inout ByteReader) throws(DecodeError) -> E {
         let i = Int(try r.u8())
         guard i < E.allCases.count else { throw DecodeError("enum index \(i) out of range for \(E.self)") }
         return E.allCases[E.allCases.index(E.allCases.startIndex, offsetBy: i)]

@@ -151,9 +151,13 @@ extension World {
             touch(.userConv(actor, key))
 
         case .messageReceipt(_, let ids):
-            // One index entry per new receipt; the tally's record is not rewritten.
+            // One index entry per new receipt, and the tally's count (a few bytes, written once per checkpoint).
             for id in ids {
-                if let ordinal = receipts[id]!.markRead(actor) { touch(.receiptRead(id, actor, ordinal: ordinal)) }
+                if let ordinal = receipts[id]!.markRead(actor) {
+                    touch(.receiptRead(id, actor, ordinal: ordinal))
+                    touch(.receipt(id))
+                    residentReaders += 1
+                }
             }
 
         case .messageModify(let id, let content):
@@ -235,6 +239,7 @@ extension World {
         // A message that is not stored creates no conversation (SPEC §2).
         for user in [sender, peer] where m.isStored && userConvs[user]?[key] == nil {
             userConvs[user, default: [:]][key] = UserConv()
+            userConvCount += 1
             touch(.userConv(user, key))
         }
         let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
@@ -354,6 +359,7 @@ extension World {
     mutating func joinedConversation(_ user: Id, team id: Id, seq: UInt64) {
         let key = ConvKey(team: id, kind: teams[id]!.kind)
         // One hash of the user per table, mutated in place (this runs once per member of a team.create).
+        if userConvs[user]?[key] == nil { userConvCount += 1 }
         modifying(&userConvs[user, default: [:]][key, default: UserConv()]) { uc in
             uc.joinSeq = seq
             uc.leaveSeq = nil

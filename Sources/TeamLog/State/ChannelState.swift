@@ -43,6 +43,14 @@ public struct PendingInvite: Sendable, Equatable {
     /// The inviter asked to store it for an offline target (and its cancellation likewise).
     public var offline: Bool
     public var pushText: String?
+
+    public init(target: Id, inviter: Id, requestId: Id, offline: Bool, pushText: String?) {
+        self.target = target
+        self.inviter = inviter
+        self.requestId = requestId
+        self.offline = offline
+        self.pushText = pushText
+    }
 }
 
 /// A notification stored for an offline user, delivered once at their next login.
@@ -53,6 +61,15 @@ public struct StoredSignal: Sendable, Equatable {
     public var from: Id
     public var requestId: Id?
     public var pushText: String?
+
+    public init(seq: UInt64, channel: Id, event: SignalEvent, from: Id, requestId: Id?, pushText: String?) {
+        self.seq = seq
+        self.channel = channel
+        self.event = event
+        self.from = from
+        self.requestId = requestId
+        self.pushText = pushText
+    }
 }
 
 /// A user's online devices and when they last went offline (members sync reads it).

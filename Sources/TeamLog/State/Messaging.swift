@@ -78,52 +78,69 @@ public struct StoredMessage: Sendable, Equatable {
 /// The receivers are not listed (a 200,000-member supergroup message would store 200,000 ids): a
 /// broadcast's receivers are the members at its seq but the sender, found from the roster and its ended
 /// memberships (`TeamState.members(at:)`); only a directed message, whose receivers are few, keeps them.
-/// So a message stores O(1) bytes (or its directed list) and a receipt one index entry.
+/// So a message stores O(1) bytes (or its directed list) and a receipt one index entry plus the count.
+///
+/// The readers are a cache: a tally this state made (or one without receipts) knows all of them
+/// (`complete`); a tally loaded from the store knows only the readers looked up since, and the store
+/// looks up a reader before a receipt from them is decided (`World.footprint(of:)`).
 public struct ReceiptState: Sendable, Equatable {
     /// How many received it.
     public var receiverCount: Int
     /// A directed message's receivers (slot order at send time); `nil` for a broadcast.
     public var directedReceivers: [Id]?
-    /// Who has sent a receipt, in order.
-    public private(set) var read: [Id] = []
-    /// Each reader's 1-based position in `read` (derived).
-    private var ordinals: [Id: UInt64] = [:]
+    /// How many receipts were sent (each reader once).
+    public private(set) var readCount: Int = 0
+    /// Known readers and each one's 1-based position in receipt order.
+    public private(set) var readers: [Id: UInt64] = [:]
+    /// Whether `readers` holds every reader.
+    public private(set) var complete: Bool = true
 
     public init(receiverCount: Int, directedReceivers: [Id]?) {
         self.receiverCount = receiverCount
         self.directedReceivers = directedReceivers
     }
 
-    /// Receivers who have not sent a receipt.
-    public var unreadCount: Int { receiverCount - read.count }
-
-    /// The receipt's ordinal when `user` had not sent one yet; `nil` for a repeat (which counts once).
-    mutating func markRead(_ user: Id) -> UInt64? {
-        guard ordinals[user] == nil else { return nil }
-        read.append(user)
-        ordinals[user] = UInt64(read.count)
-        return UInt64(read.count)
+    /// A tally as stored: its counts, with no reader known yet (all known when there are none).
+    public init(receiverCount: Int, directedReceivers: [Id]?, readCount: Int) {
+        self.receiverCount = receiverCount
+        self.directedReceivers = directedReceivers
+        self.readCount = readCount
+        self.complete = readCount == 0
     }
 
-    /// The ordinal of `user`'s receipt, if any.
-    public func ordinal(of user: Id) -> UInt64? { ordinals[user] }
+    /// Receivers who have not sent a receipt.
+    public var unreadCount: Int { receiverCount - readCount }
 
-    /// Restores one stored receipt (entries come in reader order, not receipt order); `false` when its
-    /// ordinal is out of range or taken, or the reader is already restored.
-    mutating func restoreRead(_ user: Id, ordinal: UInt64) -> Bool {
-        guard ordinal >= 1, ordinal <= UInt64(receiverCount), ordinals[user] == nil else { return false }
-        let i = Int(ordinal) - 1
-        if read.count <= i { read += Array(repeating: "", count: i + 1 - read.count) }  // ids are never empty
-        guard read[i].isEmpty else { return false }
-        read[i] = user
-        ordinals[user] = ordinal
+    /// Whether it is known whether `user` sent a receipt (always for a complete tally).
+    public func knowsReader(_ user: Id) -> Bool { complete || readers[user] != nil }
+
+    /// The receipt's ordinal when `user` had not sent one yet; `nil` for a repeat (which counts once).
+    /// The caller knows whether `user` read it (`knowsReader`, after the store's lookup).
+    mutating func markRead(_ user: Id) -> UInt64? {
+        guard readers[user] == nil else { return nil }
+        readCount += 1
+        readers[user] = UInt64(readCount)
+        return UInt64(readCount)
+    }
+
+    /// The ordinal of `user`'s receipt, if known.
+    public func ordinal(of user: Id) -> UInt64? { readers[user] }
+
+    /// Adds one stored receipt (entries come in reader order, not receipt order); `false` when its
+    /// ordinal is out of range or the reader is already known. The tally is complete once every reader is.
+    public mutating func restoreRead(_ user: Id, ordinal: UInt64) -> Bool {
+        guard ordinal >= 1, ordinal <= UInt64(readCount), readers[user] == nil else { return false }
+        readers[user] = ordinal
+        if readers.count == readCount { complete = true }
         return true
     }
 
-    /// Whether restored receipts left a gap in the receipt order.
-    public var hasGaps: Bool { read.contains { $0.isEmpty } }
+    /// Readers in receipt order (complete tallies: all of them).
+    public var readersInOrder: [Id] { readers.sorted { $0.value < $1.value }.map(\.key) }
 
+    /// Equal counts and receivers, and equal readers when both know all of theirs.
     public static func == (a: ReceiptState, b: ReceiptState) -> Bool {
-        a.receiverCount == b.receiverCount && a.directedReceivers == b.directedReceivers && a.read == b.read
+        a.receiverCount == b.receiverCount && a.directedReceivers == b.directedReceivers && a.readCount == b.readCount
+            && (!a.complete || !b.complete || a.readers == b.readers)
     }
 }

@@ -58,12 +58,16 @@ extension World {
                 "members sync deadline \(syncDeadline.map(String.init) ?? "none"), expected "
                     + "\(due.map(\.deadline).min().map(String.init) ?? "none")")
         }
-        // Receipt tallies: each reader's ordinal is its position in the list; no more readers than receivers.
+        // Receipt tallies: readers' ordinals are distinct and within the count (exactly 1...count when all
+        // are known); no more readers than receivers.
         for (id, tally) in receipts {
-            for (i, user) in tally.read.enumerated() where tally.ordinal(of: user) != UInt64(i + 1) {
-                problems.append("receipt \(id): \(user) at \(i + 1) has ordinal \(String(describing: tally.ordinal(of: user)))")
+            let ordinals = Set(tally.readers.values)
+            if ordinals.count != tally.readers.count || ordinals.contains(where: { $0 < 1 || $0 > UInt64(tally.readCount) })
+                || (tally.complete && ordinals.count != tally.readCount)
+            {
+                problems.append("receipt \(id): reader ordinals \(ordinals.sorted().prefix(5)) for \(tally.readCount) receipts")
             }
-            if tally.read.count > tally.receiverCount { problems.append("receipt \(id): more readers than receivers") }
+            if tally.readCount > tally.receiverCount { problems.append("receipt \(id): more readers than receivers") }
             if let directed = tally.directedReceivers, directed.count != tally.receiverCount {
                 problems.append("receipt \(id): \(directed.count) directed receivers, count \(tally.receiverCount)")
             }

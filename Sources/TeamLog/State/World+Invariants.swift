@@ -46,17 +46,18 @@ extension World {
             }
         }
         for (id, tally) in receipts {
-            if tally.read.count > tally.receiverCount || tally.hasGaps {
+            if tally.readCount > tally.receiverCount || (tally.complete && tally.readers.count != tally.readCount) {
                 problems.append(
-                    "receipts of \(id): \(tally.read.count) read of \(tally.receiverCount), gaps \(tally.hasGaps)")
+                    "receipts of \(id): \(tally.readCount) read of \(tally.receiverCount), \(tally.readers.count) readers known, complete \(tally.complete)"
+                )
             }
             if let directed = tally.directedReceivers, directed.count != tally.receiverCount {
                 problems.append("receipts of \(id): \(directed.count) directed receivers, count \(tally.receiverCount)")
             }
         }
-        // Every own broadcast is also a counted broadcast of its conversation.
+        // Every own broadcast is also a counted broadcast of its conversation (when both are resident).
         for (user, views) in userConvs {
-            for (key, uc) in views where uc.ownTotal > (convs[key]?.countedTotal ?? 0) {
+            for (key, uc) in views where convs[key] != nil && uc.ownTotal > convs[key]!.countedTotal {
                 problems.append("\(user) in \(key): \(uc.ownTotal) own broadcasts of \(convs[key]?.countedTotal ?? 0)")
             }
         }

@@ -19,6 +19,10 @@ public struct World: Sendable {
     public var messages: [Id: StoredMessage] = [:]
     /// Receipt tallies by message id.
     public var receipts: [Id: ReceiptState] = [:]
+    /// How many user conversations `userConvs` holds (kept for the working set's size estimate).
+    public internal(set) var userConvCount = 0
+    /// How many receipt readers the tallies in `receipts` know (likewise).
+    public internal(set) var residentReaders = 0
     /// Online devices per user (sorted) and when they went offline.
     public var presence: [Id: Presence] = [:]
     /// Signaling channels by id.
@@ -116,6 +120,8 @@ extension World {
             }
         }
         recomputeSyncDeadline()
+        userConvCount = userConvs.values.reduce(0) { $0 + $1.count }
+        residentReaders = receipts.values.reduce(0) { $0 + $1.readers.count }
         clearChanges()
     }
 }

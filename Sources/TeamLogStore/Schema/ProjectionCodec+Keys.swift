@@ -1,3 +1,5 @@
+public import TeamLog
+
 /// Reading projection keys back, and counting a state's records per table without building them: what
 /// lets the audit walk each stored table once and compare it record by record with the replayed state.
 extension ProjectionCodec {
@@ -56,7 +58,7 @@ extension ProjectionCodec {
         counts[.directed] = indexed.directed
         counts[.userConvs] = world.userConvs.values.reduce(0) { $0 + $1.count }
         counts[.receipts] = world.receipts.count
-        counts[.receiptReads] = world.receipts.values.reduce(0) { $0 + $1.read.count }
+        counts[.receiptReads] = world.receipts.values.reduce(0) { $0 + $1.readers.count }
         counts[.presence] = world.presence.count
         counts[.channels] = world.channels.count
         counts[.offline] = world.offlineQueues.count

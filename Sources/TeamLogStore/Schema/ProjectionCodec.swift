@@ -1,3 +1,5 @@
+public import TeamLog
+
 /// The stored form of the projections: one LMDB record per `ProjectionKey`, in a few tables.
 ///
 /// The same functions encode what `apply` changed (the incremental write) and the whole state (what
@@ -89,6 +91,7 @@ public enum ProjectionCodec {
                     w.varint(UInt64(r.receiverCount))
                     w.bool(r.directedReceivers != nil)
                     if let directed = r.directedReceivers { w.strings(directed) }
+                    w.varint(UInt64(r.readCount))
                     return w.bytes
                 }
             )
@@ -153,7 +156,7 @@ public enum ProjectionCodec {
         for (user, convs) in world.userConvs { keys += convs.keys.map { .userConv(user, $0) } }
         for (id, tally) in world.receipts {
             keys.append(.receipt(id))
-            keys += tally.read.enumerated().map { .receiptRead(id, $0.element, ordinal: UInt64($0.offset + 1)) }
+            keys += tally.readers.map { .receiptRead(id, $0.key, ordinal: $0.value) }
         }
         keys += world.presence.keys.map { .presence($0) }
         keys += world.channels.keys.map { .channel($0) }
@@ -572,8 +575,9 @@ public enum ProjectionCodec {
     static func readReceipt(_ r: inout ByteReader) throws(DecodeError) -> ReceiptState {
         let count = try r.varint()
         let directed = try r.bool() ? try r.ids() : nil
-        guard count <= UInt64(Int32.max) else { throw DecodeError("receiver count out of range") }
-        return ReceiptState(receiverCount: Int(count), directedReceivers: directed)
+        let read = try r.varint()
+        guard count <= UInt64(Int32.max), read <= count else { throw DecodeError("receipt counts out of range") }
+        return ReceiptState(receiverCount: Int(count), directedReceivers: directed, readCount: Int(read))
     }
 
     static func readPastMemberships(_ r: inout ByteReader) throws(DecodeError) -> [PastMembership] {
@@ -588,7 +592,7 @@ public enum ProjectionCodec {
         return memberships
     }
 
-    /// Decodes a stored receipt tally on its own (queries): receiver count, directed receivers, no reads.
+    /// Decodes a stored receipt tally on its own (queries): counts and directed receivers, no reader known.
     public static func decodeReceipt(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> ReceiptState {
         var r = ByteReader(bytes)
         _ = try r.u8()
@@ -647,5 +651,54 @@ public enum ProjectionCodec {
         let m = try decodeMember(user: user, &r)
         try r.expectEnd()
         return m
+    }
+}
+
+/// Runs `change` on a value in place (lets a `default:` subscript be looked up once and mutated).
+@inline(__always)
+private func modifying<T>(_ value: inout T, _ change: (inout T) -> Void) { change(&value) }
+
+// MARK: Single records, for the working set's loader
+
+extension ProjectionCodec {
+    /// Decodes a stored conversation record on its own: its last message.
+    static func decodeConvLast(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> MessageRef? {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let last = try readRef(&r)
+        try r.expectEnd()
+        return last
+    }
+
+    /// Decodes a stored user-conversation record on its own (its running totals are not in it).
+    static func decodeUserConv(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> UserConv {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        var uc = UserConv()
+        uc.readSeq = try r.varint()
+        uc.joinSeq = try r.varint()
+        let leave = try r.varint()
+        uc.leaveSeq = leave == 0 ? nil : leave - 1
+        uc.last = try readRef(&r)
+        try r.expectEnd()
+        return uc
+    }
+
+    /// Decodes a stored invitation list on its own.
+    static func decodeInviters(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> [Id] {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let inviters = try r.ids()
+        try r.expectEnd()
+        return inviters
+    }
+
+    /// Decodes a stored application on its own: its message.
+    static func decodeApplication(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> String {
+        var r = ByteReader(bytes)
+        _ = try r.u8()
+        let message = try r.string()
+        try r.expectEnd()
+        return message
     }
 }

@@ -1,0 +1,223 @@
+/// The working set: `World` holds the *resident* part of the projections, and the store makes sure that
+/// everything an op's decision and application read is resident before it decides (docs/store-design.md).
+///
+/// Teams (with their rosters, pending requests and ended memberships), conversations, user
+/// conversations, messages and receipt tallies are loaded on first touch and evicted when clean;
+/// presence, signaling channels and offline queues stay resident (they grow with users and calls, not
+/// with messages). What is resident never changes an answer: an absent entry of a resident-able table
+/// means "does not exist" only after the store looked it up (`footprint`), and the derived indexes
+/// (user → teams, online bits) cover exactly the resident rosters.
+
+/// One unit the store loads and evicts as a whole, or (`receiptRead`) one lookup within a unit.
+public enum ResidentKey: Hashable, Sendable {
+    /// A team record with its members, pending invitations and applications, and ended memberships.
+    case team(Id)
+    /// A conversation's shared record and its counted-broadcast total.
+    case conv(ConvKey)
+    /// One user's view of one conversation, with their own and directed totals.
+    case userConv(Id, ConvKey)
+    /// A stored message or tip (or the id of an unstored one).
+    case message(Id)
+    /// A receipt tally's counts (its readers are looked up one by one).
+    case receipt(Id)
+    /// Whether one user sent a receipt for one message (part of the tally's unit).
+    case receiptRead(Id, Id)
+}
+
+extension World {
+    /// Appends to `keys` every unit that deciding and applying `op` read or create, as far as the resident
+    /// state tells: a team's members are named only once its roster is resident, so the store loads the
+    /// teams named first and asks again. Deterministic and pure; duplicates are allowed.
+    public func footprint(of op: Op, into keys: inout [ResidentKey]) {
+        let actor = op.actor
+        switch op.body {
+        case .teamCreate(let c):
+            keys.append(.team(c.team))
+            let key = ConvKey(team: c.team, kind: c.kind)
+            keys.append(.conv(key))
+            keys.append(.userConv(actor, key))
+            for user in c.members where user != actor { keys.append(.userConv(user, key)) }
+            keys.append(.message(tipId(0)))
+
+        case .teamInvite(let id, let targets):
+            teamFootprint(id, joining: targets, leaving: [], tips: 1, into: &keys)
+        case .teamAcceptInvite(let id, _), .teamApply(let id, _):
+            teamFootprint(id, joining: [actor], leaving: [], tips: 1, into: &keys)
+        case .teamApproveApply(let id, let applicant):
+            teamFootprint(id, joining: [applicant], leaving: [], tips: 1, into: &keys)
+        case .teamKick(let id, let targets):
+            teamFootprint(id, joining: [], leaving: targets, tips: 1, into: &keys)
+        case .teamLeave(let id):
+            teamFootprint(id, joining: [], leaving: [actor], tips: 1, into: &keys)
+        case .teamDismiss(let id):
+            let members = teams[id]?.slots.compactMap { $0?.user } ?? []
+            teamFootprint(id, joining: [], leaving: members, tips: 1, into: &keys)
+        case .teamTransferOwner(let id, _, let leaving):
+            teamFootprint(id, joining: [], leaving: leaving ? [actor] : [], tips: leaving ? 2 : 1, into: &keys)
+        case .teamRejectInvite(let id, _), .teamRejectApply(let id, _), .memberSetNotify(let id, _):
+            teamFootprint(id, joining: [], leaving: [], tips: 0, into: &keys)
+        case .teamUpdate(let id, _), .teamMuteAll(let id, _), .teamAddManagers(let id, _),
+            .teamRemoveManagers(let id, _), .teamMuteMember(let id, _, _, _):
+            teamFootprint(id, joining: [], leaving: [], tips: 1, into: &keys)
+
+        case .messageSend(let m):
+            keys.append(.message(m.messageId))
+            if m.to.kind == .p2p {
+                let key = ConvKey(p2p: actor, m.to.id)
+                keys.append(.conv(key))
+                keys.append(.userConv(actor, key))
+                keys.append(.userConv(m.to.id, key))
+                return
+            }
+            keys.append(.team(m.to.id))
+            let key = ConvKey(m.to, actor: actor)
+            keys.append(.conv(key))
+            keys.append(.userConv(actor, key))
+            for user in m.directedUserIds ?? [] { keys.append(.userConv(user, key)) }
+            if m.needReceipt { keys.append(.receipt(m.messageId)) }
+
+        case .messageRead(let to, _):
+            if to.kind != .p2p { keys.append(.team(to.id)) }
+            keys.append(.userConv(actor, ConvKey(to, actor: actor)))
+
+        case .messageReceipt(let to, let ids):
+            keys.append(.team(to.id))
+            for id in ids {
+                keys.append(.message(id))
+                keys.append(.receipt(id))
+                keys.append(.receiptRead(id, actor))
+            }
+
+        case .messageModify(let id, _):
+            keys.append(.message(id))
+
+        case .clientLogin, .clientLogout, .clockTick, .channelCreate, .channelJoin, .channelInvite,
+            .channelCancelInvite, .channelReject, .channelAccept, .channelLeave, .channelClose, .channelControl,
+            .membersSync:
+            break  // presence, channels and offline queues are always resident
+        }
+    }
+
+    /// A team op's units: the team; once its roster is resident, its conversation, the joining and
+    /// leaving users' views of it, and the ids of the tips it may store.
+    private func teamFootprint(_ id: Id, joining: [Id], leaving: [Id], tips: Int, into keys: inout [ResidentKey]) {
+        keys.append(.team(id))
+        guard let team = teams[id] else { return }
+        let key = ConvKey(team: id, kind: team.kind)
+        keys.append(.conv(key))
+        for user in joining { keys.append(.userConv(user, key)) }
+        for user in leaving { keys.append(.userConv(user, key)) }
+        for index in 0..<tips { keys.append(.message(tipId(index))) }
+    }
+
+    /// The id of the `index`th tip the next event stores.
+    private func tipId(_ index: Int) -> Id {
+        index == 0 ? "tip-\(lastSeq + 1)" : "tip-\(lastSeq + 1).\(index)"
+    }
+
+    /// Whether `key` is resident: its entry is here (and, for a reader, whether they sent a receipt is known).
+    @inline(__always)
+    public func isResident(_ key: ResidentKey) -> Bool {
+        switch key {
+        case .team(let id): teams[id] != nil
+        case .conv(let key): convs[key] != nil
+        case .userConv(let user, let key): userConvs[user]?[key] != nil
+        case .message(let id): messages[id] != nil
+        case .receipt(let id): receipts[id] != nil
+        case .receiptRead(let id, let user): receipts[id]?.knowsReader(user) ?? false
+        }
+    }
+
+    // MARK: Loading (the store, from its tables)
+
+    /// Makes a team resident, roster and all, as stored: its online bits from presence, its members in
+    /// the user → teams index.
+    public mutating func adoptTeam(_ team: TeamState) {
+        precondition(teams[team.id] == nil, "team \(team.id) is already resident")
+        var team = team
+        for case let member? in team.slots where isOnline(member.user) { team.setOnline(member.user, true) }
+        if !team.dismissed {
+            for case let member? in team.slots { userTeams[member.user, default: []].insert(team.id) }
+        }
+        teams[team.id] = team
+    }
+
+    /// Makes a conversation resident.
+    public mutating func adoptConv(_ key: ConvKey, _ conv: ConvState) {
+        convs[key] = conv
+    }
+
+    /// Makes a user conversation resident.
+    public mutating func adoptUserConv(_ user: Id, _ key: ConvKey, _ uc: UserConv) {
+        if userConvs[user]?[key] == nil { userConvCount += 1 }
+        userConvs[user, default: [:]][key] = uc
+    }
+
+    /// Makes a message resident.
+    public mutating func adoptMessage(_ id: Id, _ message: StoredMessage) {
+        messages[id] = message
+    }
+
+    /// Makes a receipt tally resident (no reader known yet unless it has none).
+    public mutating func adoptReceipt(_ id: Id, _ tally: ReceiptState) {
+        if let old = receipts[id] { residentReaders -= old.readers.count }
+        residentReaders += tally.readers.count
+        receipts[id] = tally
+    }
+
+    /// Records a reader of a resident tally found in the store; `false` when the ordinal is out of range
+    /// or the reader is already known.
+    public mutating func adoptReader(_ id: Id, _ user: Id, ordinal: UInt64) -> Bool {
+        guard receipts[id]?.restoreRead(user, ordinal: ordinal) == true else { return false }
+        residentReaders += 1
+        return true
+    }
+
+    // MARK: Evicting (the store, for units whose changes are all in the stored projections)
+
+    /// Drops a unit from the resident state (a lookup key drops nothing on its own).
+    public mutating func evict(_ key: ResidentKey) {
+        switch key {
+        case .team(let id):
+            guard let team = teams.removeValue(forKey: id) else { return }
+            for case let member? in team.slots {
+                userTeams[member.user]?.remove(id)
+                if userTeams[member.user]?.isEmpty == true { userTeams[member.user] = nil }
+            }
+        case .conv(let key):
+            convs[key] = nil
+        case .userConv(let user, let key):
+            guard userConvs[user]?.removeValue(forKey: key) != nil else { return }
+            userConvCount -= 1
+            if userConvs[user]?.isEmpty == true { userConvs[user] = nil }
+        case .message(let id):
+            messages[id] = nil
+        case .receipt(let id):
+            guard let tally = receipts.removeValue(forKey: id) else { return }
+            residentReaders -= tally.readers.count
+        case .receiptRead:
+            break
+        }
+    }
+
+    /// The estimated size of one resident unit (as counted by `residentBytesEstimate`).
+    public func residentBytesEstimate(of key: ResidentKey) -> Int {
+        switch key {
+        case .team(let id): teams[id].map { 512 + $0.slots.count * 112 } ?? 0
+        case .conv(let key): convs[key] == nil ? 0 : 112
+        case .userConv(let user, let key): userConvs[user]?[key] == nil ? 0 : 160
+        case .message(let id): messages[id] == nil ? 0 : 320
+        case .receipt(let id): receipts[id].map { 128 + $0.readers.count * 64 } ?? 0
+        case .receiptRead: 0
+        }
+    }
+
+    /// A rough size of the resident units in bytes (what `--cache-mb` bounds): per-entry estimates of
+    /// each table's records with their dictionary overhead; message contents at an average size.
+    public var residentBytesEstimate: Int {
+        var members = 0
+        for team in teams.values { members += team.slots.count }
+        return teams.count * 512 + members * 112 + convs.count * 112 + userConvCount * 160 + messages.count * 320
+            + receipts.count * 128 + residentReaders * 64
+    }
+}

@@ -1,0 +1,309 @@
+import LMDB
+public import TeamLog
+
+/// The store's side of the working set (docs/store-design.md §5): before an op is decided (or a logged
+/// event re-applied) every unit its footprint names is made resident, loaded from the projection
+/// environment when it is not; after each checkpoint, clean units beyond the budget are evicted.
+///
+/// - A unit not resident is either unknown to the process, or was evicted after every change to it was in
+///   a committed checkpoint, so the projection environment holds its current value: loading it from the
+///   last committed snapshot is exact. (Units are never deleted, only their records within a team.)
+/// - Every unit an op reads or changes is in its footprint, so the seq of the last op whose footprint
+///   named a unit bounds its last change: a unit is clean when that seq is at or before the committed
+///   checkpoint. Debug builds check after every op that each changed record's unit was named.
+/// - Eviction is CLOCK-like: units queue in the order they became resident; a sweep passes over them and
+///   evicts those that are clean and were not named since the previous sweep (a second chance), down to
+///   three quarters of the budget; if recent units alone exceed it, the clean ones among them go too.
+struct WorkingSet {
+    /// The budget for the resident state's estimated size (`World.residentBytesEstimate`).
+    var budgetBytes: Int
+    /// Seq (the op's, or the next one for a rejected op) of the last op naming each tracked unit.
+    var lastNamed: [ResidentKey: UInt64] = [:]
+    /// Tracked units in the order they became resident (each once; re-queued when given a second chance).
+    var clock = FIFO<ResidentKey>()
+    /// The head seq at the previous sweep: units named after it get a second chance.
+    var previousSweepSeq: UInt64 = 0
+    /// The loader's read transaction, kept (reset) between loads with its reader slot.
+    var snapshot: ReadSnapshot?
+    /// Scratch for footprints.
+    var keys: [ResidentKey] = []
+    var missing: [ResidentKey] = []
+    /// Counters for `status`, metrics and benchmarks.
+    var stats = WorkingSetStats()
+
+    init(budgetBytes: Int) { self.budgetBytes = budgetBytes }
+}
+
+/// What the working set did since the store opened.
+public struct WorkingSetStats: Sendable, Equatable {
+    /// Footprint units found resident.
+    public var hits = 0
+    /// Units looked up in the projection environment (found or not).
+    public var lookups = 0
+    /// Of those, units found and loaded.
+    public var loads = 0
+    /// Units evicted.
+    public var evictions = 0
+    /// Sweeps run (checkpoints at which the resident state was over budget).
+    public var sweeps = 0
+    /// The resident state's estimated size after the last sweep check, in bytes.
+    public var residentBytes = 0
+    /// The budget, in bytes.
+    public var budgetBytes = 0
+
+    /// Hits over hits and lookups (1 when nothing was asked).
+    public var hitRatio: Double {
+        hits + lookups == 0 ? 1 : Double(hits) / Double(hits + lookups)
+    }
+}
+
+/// A first-in first-out queue: an array with a moving head, compacted when the head passes half of it.
+struct FIFO<Element> {
+    private var items: [Element] = []
+    private var head = 0
+
+    var count: Int { items.count - head }
+
+    mutating func append(_ item: Element) { items.append(item) }
+
+    mutating func popFirst() -> Element? {
+        guard head < items.count else { return nil }
+        let item = items[head]
+        head += 1
+        if head >= 4_096 && head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return item
+    }
+
+    /// Keeps only the elements `keep` accepts, in order.
+    mutating func filter(_ keep: (Element) -> Bool) {
+        items = items[head...].filter(keep)
+        head = 0
+    }
+}
+
+extension Store {
+    /// The working set's counters, with the resident state's estimated size now.
+    public var workingSetStats: WorkingSetStats {
+        var stats = workingSet.stats
+        stats.residentBytes = world.residentBytesEstimate
+        stats.budgetBytes = workingSet.budgetBytes
+        return stats
+    }
+
+    /// Makes every unit that deciding and applying `op` touch resident (see `WorkingSet`).
+    func prefetch(_ op: Op) throws {
+        let seq = world.lastSeq + 1
+        workingSet.keys.removeAll(keepingCapacity: true)
+        world.footprint(of: op, into: &workingSet.keys)
+        guard !workingSet.keys.isEmpty else { return }
+        // Teams first: their rosters name the rest of a team op's footprint.
+        workingSet.missing.removeAll(keepingCapacity: true)
+        for key in workingSet.keys {
+            if case .team = key, !world.isResident(key) { workingSet.missing.append(key) }
+        }
+        let teamsLooked = !workingSet.missing.isEmpty
+        if teamsLooked {
+            try load(workingSet.missing)
+            workingSet.keys.removeAll(keepingCapacity: true)
+            world.footprint(of: op, into: &workingSet.keys)
+        }
+        workingSet.missing.removeAll(keepingCapacity: true)
+        for key in workingSet.keys {
+            if world.isResident(key) {
+                workingSet.stats.hits += 1
+            } else if case .team = key, teamsLooked {
+                // looked up above: not in the store
+            } else {
+                workingSet.missing.append(key)
+            }
+            if case .receiptRead = key { continue }  // part of its tally's unit
+            if workingSet.lastNamed.updateValue(seq, forKey: key) == nil { workingSet.clock.append(key) }
+        }
+        if !workingSet.missing.isEmpty { try load(workingSet.missing) }
+    }
+
+    /// Looks `keys` up in one read snapshot of the projection environment and makes those found resident.
+    private func load(_ keys: [ResidentKey]) throws {
+        var snapshot = workingSet.snapshot  // a local: the body changes `workingSet`
+        defer { workingSet.snapshot = snapshot }
+        try projectionEnv.read(reusing: &snapshot) { txn in
+            for key in keys where !world.isResident(key) {
+                workingSet.stats.lookups += 1
+                if try loadUnit(key, txn) { workingSet.stats.loads += 1 }
+            }
+        }
+    }
+
+    /// Loads one unit (or one reader of a resident tally); `false` when the store has none.
+    private func loadUnit(_ key: ResidentKey, _ txn: Transaction) throws -> Bool {
+        switch key {
+        case .team(let id):
+            guard let team = try loadTeam(id, txn) else { return false }
+            world.adoptTeam(team)
+        case .conv(let conv):
+            let bytes = conv.bytes
+            guard let last = try value(.convs, bytes, txn, { try ProjectionCodec.decodeConvLast($0) }) else {
+                return false
+            }
+            var state = ConvState()
+            state.last = last
+            state.countedTotal = UInt64(try ordinal(txn, .counted, bytes + [0], atOrBefore: .max))
+            world.adoptConv(conv, state)
+        case .userConv(let user, let conv):
+            guard
+                var uc = try value(
+                    .userConvs, ProjectionCodec.userConvKey(user, conv), txn, { try ProjectionCodec.decodeUserConv($0) })
+            else { return false }
+            let prefix = conv.bytes + [0] + Array(user.utf8) + [0]
+            uc.ownTotal = UInt64(try ordinal(txn, .own, prefix, atOrBefore: .max))
+            uc.directedTotal = UInt64(try ordinal(txn, .directed, prefix, atOrBefore: .max))
+            world.adoptUserConv(user, conv, uc)
+        case .message(let id):
+            guard let message = try value(.messages, Array(id.utf8), txn, { try ProjectionCodec.decodeMessage($0) })
+            else { return false }
+            world.adoptMessage(id, message)
+        case .receipt(let id):
+            guard let tally = try value(.receipts, Array(id.utf8), txn, { try ProjectionCodec.decodeReceipt($0) })
+            else { return false }
+            world.adoptReceipt(id, tally)
+        case .receiptRead(let id, let user):
+            guard world.isResident(.receipt(id)),
+                let ordinal = try value(
+                    .receiptReads, ProjectionCodec.pairKey(id, user), txn, { try ProjectionCodec.decodeOrdinal($0) })
+            else { return false }
+            guard world.adoptReader(id, user, ordinal: ordinal) else {
+                throw StoreError(
+                    code: .corrupted, message: "receipt \(id)/\(user): stored ordinal \(ordinal) is out of range",
+                    path: projectionEnv.path)
+            }
+        }
+        return true
+    }
+
+    /// One record of `table`, decoded; `nil` when absent.
+    private func value<T>(
+        _ table: ProjectionTable, _ key: [UInt8], _ txn: Transaction,
+        _ decode: (UnsafeRawBufferPointer) throws -> T
+    ) throws -> T? {
+        try key.withUnsafeBytes { k in
+            try txn.withValue(pdbs.table(table), key: k) { value in try value.map(decode) }
+        }
+    }
+
+    /// A team with its roster, pending requests and ended memberships, as stored; `nil` when absent.
+    private func loadTeam(_ id: Id, _ txn: Transaction) throws -> TeamState? {
+        guard var team = try value(.teams, Array(id.utf8), txn, { try ProjectionCodec.decodeTeam(id: id, $0).0 })
+        else { return nil }
+        let prefix = ProjectionCodec.prefix(id)
+        func user(_ key: UnsafeRawBufferPointer) -> Id {
+            Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
+        }
+        func each(_ table: ProjectionTable, _ body: (Id, UnsafeRawBufferPointer) throws -> Void) throws {
+            try txn.forEach(pdbs.table(table), from: prefix) { key, value in
+                guard key.starts(with: prefix) else { return false }
+                try body(user(key), value)
+                return true
+            }
+        }
+        try each(.members) { user, value in team.restoreMember(try ProjectionCodec.decodeMember(user: user, value)) }
+        try each(.pastMembers) { user, value in
+            team.restorePast(user, try ProjectionCodec.decodePastMemberships(value))
+        }
+        try each(.invites) { user, value in team.invites[user] = try ProjectionCodec.decodeInviters(value) }
+        try each(.applications) { user, value in team.applications[user] = try ProjectionCodec.decodeApplication(value) }
+        return team
+    }
+
+    /// After a checkpoint is committed: when the resident state is over budget, evicts clean units not
+    /// named since the previous sweep, oldest first, down to three quarters of the budget; then, if still
+    /// over, clean units named since.
+    func evictIfOverBudget() {
+        let budget = workingSet.budgetBytes
+        var estimate = world.residentBytesEstimate
+        workingSet.stats.residentBytes = estimate
+        // Units looked up but never made (rejected ops, unused tip ids) leave entries behind; drop them
+        // when they outnumber the resident units.
+        let residentUnits =
+            world.teams.count + world.convs.count + world.userConvCount + world.messages.count + world.receipts.count
+        if workingSet.lastNamed.count > 2 * residentUnits + 65_536 {
+            var named = workingSet.lastNamed
+            for key in named.keys where !world.isResident(key) { named[key] = nil }
+            workingSet.clock.filter { named[$0] != nil }
+            workingSet.lastNamed = named
+        }
+        guard estimate > budget else { return }
+        workingSet.stats.sweeps += 1
+        let clean = checkpoint.seq
+        let target = budget / 4 * 3
+        for secondChance in [min(clean, workingSet.previousSweepSeq), clean] {
+            var passes = workingSet.clock.count
+            while estimate > target && passes > 0, let key = workingSet.clock.popFirst() {
+                passes -= 1
+                guard world.isResident(key), let named = workingSet.lastNamed[key] else {
+                    workingSet.lastNamed[key] = nil
+                    continue
+                }
+                if named > secondChance {
+                    workingSet.clock.append(key)
+                    continue
+                }
+                let before = world.residentBytesEstimate(of: key)
+                world.evict(key)
+                workingSet.lastNamed[key] = nil
+                workingSet.stats.evictions += 1
+                estimate -= before
+            }
+            if estimate <= target { break }
+        }
+        workingSet.previousSweepSeq = world.lastSeq
+        workingSet.stats.residentBytes = world.residentBytesEstimate
+    }
+
+    /// Debug check after an op: every record it changed (`dirty`, and `appended` after its first
+    /// `appendedBefore` keys) belongs to a unit its footprint named.
+    func footprintViolations(appendedBefore: Int, seq: UInt64) -> [String] {
+        var problems: [String] = []
+        for key in Array(world.dirty) + world.appended[min(appendedBefore, world.appended.count)...] {
+            guard let unit = key.residentUnit else { continue }
+            if let named = workingSet.lastNamed[unit], named >= seq { continue }
+            problems.append("\(key) changed at \(seq) outside the op's footprint")
+        }
+        return problems
+    }
+}
+
+extension ProjectionKey {
+    /// The working-set unit a record belongs to (`nil`: an always-resident table).
+    var residentUnit: ResidentKey? {
+        switch self {
+        case .team(let id), .member(let id, _), .pastMembers(let id, _), .invite(let id, _), .application(let id, _):
+            .team(id)
+        case .message(let id): .message(id)
+        case .conv(let key), .counted(let key, _, _): .conv(key)
+        case .own(let key, let user, _, _), .directed(let key, let user, _, _), .userConv(let user, let key):
+            .userConv(user, key)
+        case .receipt(let id), .receiptRead(let id, _, _): .receipt(id)
+        case .presence, .channel, .offline: nil
+        }
+    }
+}
+
+extension Store {
+    /// Every stored projection record, loaded into a fresh state as of the checkpoint (this writer's own
+    /// ops are checkpointed first): the whole projected state, whatever is resident. O(state) — for tests,
+    /// tools and debugging, never on a line's path.
+    public func loadAllProjections() throws -> World {
+        var all = World(config: world.config)
+        try readProjections { txn in
+            let checkpoint = try pdbs.readCheckpoint(txn)
+            try pdbs.loadProjections(txn, into: &all)
+            all.lastSeq = checkpoint.seq
+            all.lastTs = checkpoint.ts
+        }
+        all.finishRestore()
+        return all
+    }
+}

@@ -1,0 +1,139 @@
+import LMDB
+import TeamLog
+import TeamLogStore
+import TeamLogWorkload
+import TestSupport
+import Testing
+
+/// Issue 11 §3 and §4: the writer holds a bounded working set. Open loads no team, conversation, message
+/// or tally; an op loads what its footprint names; clean units beyond `cacheBytes` are evicted after each
+/// checkpoint. Nothing of that may change an answer or a stored byte.
+@Suite struct WorkingSetTests {
+    /// The mixed workload (team ops, team and p2p messages, directed ones, receipts, reads, signaling),
+    /// small enough for a test.
+    static func mixedLines(count: Int, seed: UInt64) -> [String] {
+        var o = MixedWorkload.Options()
+        o.seed = seed
+        o.users = 400
+        o.teams = 30
+        o.maxTeam = 120
+        var w = MixedWorkload(options: o)
+        return (0..<count).map { _ in w.next() }
+    }
+
+    /// Every answer the queries give for the ids the lines name: teams, unread per user, receipts and
+    /// messages.
+    static func answers(_ store: Store, _ lines: [String]) throws -> [String: String] {
+        var teams: Set<String> = []
+        var users: Set<String> = []
+        var messages: Set<String> = []
+        for line in lines {
+            guard let value = try? JSONParser.parse(Array(line.utf8)) else { continue }
+            if let t = value["team"]?.stringValue { teams.insert(t) }
+            if let a = value["actor"]?.stringValue { users.insert(a) }
+            if let m = value["messageId"]?.stringValue { messages.insert(m) }
+            if value["to"]?["type"]?.stringValue != "p2p", let t = value["to"]?["id"]?.stringValue { teams.insert(t) }
+        }
+        var out: [String: String] = [:]
+        for t in teams { out["team \(t)"] = try store.teamView(Id(t))?.jsonString ?? "none" }
+        for u in users { out["unread \(u)"] = try store.unreadView(Id(u)).jsonString }
+        for m in messages {
+            out["receipts \(m)"] = try store.receiptsView(Id(m))?.jsonString ?? "none"
+            out["message \(m)"] = try store.messageView(Id(m))?.jsonString ?? "none"
+        }
+        return out
+    }
+
+    /// A history many times the budget: the store that evicts after every checkpoint gives the same
+    /// records, the same stored bytes and the same answers as one that keeps everything, and a fresh
+    /// replay agrees (audit).
+    @Test func aHistoryManyTimesTheBudgetAnswersLikeAFreshReplay() throws {
+        let lines = Self.mixedLines(count: 6_000, seed: 5)
+        let roomy = try StoreHarness(batchSize: 64)
+        let tight = try StoreHarness(batchSize: 64, cacheBytes: 32 << 10, checkpointOps: 200)
+        let roomyRecords = try roomy.feed(lines)
+        let tightRecords = try tight.feed(lines)
+        #expect(roomyRecords == tightRecords, "the records of a tight working set differ")
+        #expect(roomyRecords.filter { $0["kind"]?.stringValue == "event" }.count > 5_000)
+
+        let stats = tight.store.workingSetStats
+        #expect(stats.evictions > 5_000, "\(stats)")
+        #expect(stats.loads > 1_000, "evicted units must come back when needed: \(stats)")
+        #expect(stats.sweeps > 10, "\(stats)")
+        let roomyStats = roomy.store.workingSetStats
+        #expect(roomyStats.evictions == 0 && roomyStats.loads == 0, "\(roomyStats)")
+        // The resident estimate of the roomy store is the history's; the tight one stays near its budget
+        // (what the last checkpoint could not evict is at most the ops since it).
+        #expect(roomyStats.residentBytes > 20 * stats.budgetBytes, "\(roomyStats)")
+
+        try roomy.store.checkpointNow()
+        try tight.store.checkpointNow()
+        let a = try roomy.store.readProjections { txn in try roomy.store.storedProjections(in: txn) }
+        let b = try tight.store.readProjections { txn in try tight.store.storedProjections(in: txn) }
+        for table in ProjectionTable.allCases {
+            #expect(a[table]!.map(\.0) == b[table]!.map(\.0) && a[table]!.map(\.1) == b[table]!.map(\.1), "\(table)")
+        }
+        #expect(try Self.answers(roomy.store, lines) == Self.answers(tight.store, lines))
+        let report = try tight.store.audit()
+        #expect(report.ok, "\(report.tables.compactMap(\.difference))")
+    }
+
+    /// Open loads none of the teams, conversations, messages or tallies, whatever the history; the first
+    /// op on a team loads its roster (and the units it names) and decides exactly as before the reopen.
+    @Test func openLoadsNothingAndTheFirstOpLoadsItsFootprint() throws {
+        let h = try StoreHarness()
+        try h.feed(TeamWorkloadProbe.lines(count: 2_000, seed: 8))
+        try h.feed([
+            op("team.create", "own", ["team": "wt", "members": ["a", "b", "c"]]),
+            op("message.send", "a", ["to": Msg.team("wt"), "messageId": "w1",
+                "content": Msg.content("text", "hi"), "needReceipt": true]),
+        ])
+        let before = try h.store.loadAllProjections()
+        try h.reopen()
+        #expect(h.store.replayedAtOpen == 0)
+        let w = h.store.world
+        #expect(w.teams.isEmpty && w.convs.isEmpty && w.userConvs.isEmpty && w.messages.isEmpty && w.receipts.isEmpty)
+        #expect(h.store.workingSetStats.lookups == 0)
+
+        let records = try h.feed(
+            op("message.receipt", "b", ["to": Msg.team("wt"), "messageIds": ["w1"]]))
+        #expect(records.first?["kind"]?.stringValue == "event", "\(records)")
+        #expect(Set(h.store.world.teams.keys) == ["wt"], "only the team the op names is loaded")
+        #expect(h.store.world.teams["wt"] == before.teams["wt"])
+        #expect(h.store.world.messages["w1"] == before.messages["w1"])
+        #expect(h.store.world.receipts["w1"]?.readCount == 1)
+        // A repeat is known from the store after another reopen: counted once.
+        try h.reopen()
+        try h.feed(op("message.receipt", "b", ["to": Msg.team("wt"), "messageIds": ["w1"]]))
+        try h.feed(op("message.receipt", "c", ["to": Msg.team("wt"), "messageIds": ["w1"]]))
+        let receipts = try #require(try h.store.receiptsView("w1"))
+        #expect(receipts["readUsers"] == .array([.string("b"), .string("c")]), "\(receipts.jsonString)")
+        // A reused message id is found in the store, not in memory.
+        try h.reopen()
+        let again = try h.feed(
+            op("message.send", "a", ["to": Msg.team("wt"), "messageId": "w1",
+                "content": Msg.content("text", "again")]))
+        #expect(again.first?["code"]?.stringValue == "duplicateMessageId", "\(again)")
+        #expect(try h.store.audit().ok)
+    }
+
+    /// Eviction keeps units whose changes are not in a committed checkpoint: with a budget of zero and
+    /// no checkpoint due, everything an op changed stays resident, and a checkpoint then frees it.
+    @Test func dirtyUnitsStayUntilTheirCheckpoint() throws {
+        let h = try StoreHarness(cacheBytes: 0, checkpointOps: 1_000_000)
+        try h.feed([
+            op("team.create", "own", ["team": "d1", "members": ["a", "b"]]),
+            op("message.send", "a", ["to": Msg.team("d1"), "messageId": "x1",
+                "content": Msg.content("text", "hi")]),
+        ])
+        #expect(h.store.world.teams["d1"] != nil && h.store.world.messages["x1"] != nil)
+        try h.store.checkpointNow()  // writes them; the sweep at the next checkpoint may evict them
+        try h.feed(op("message.send", "b", ["to": Msg.p2p("a"), "messageId": "p1",
+            "content": Msg.content("text", "yo")]))
+        try h.store.checkpointNow()
+        #expect(h.store.world.teams["d1"] == nil && h.store.world.messages["x1"] == nil, "clean units are evicted")
+        #expect(h.store.world.messages["p1"] != nil, "the unit changed after the checkpoint that swept stays")
+        #expect(try h.store.teamView("d1")?["members"]?.arrayValue?.count == 3)
+        #expect(try h.store.audit().ok)
+    }
+}
