@@ -7,8 +7,6 @@ import TeamLogStore
 /// The server's metrics, recorded through swift-metrics into its own Prometheus registry (so several
 /// servers in one process — the tests — never share counters) and exported at `GET /metrics`.
 ///
-/// Not exported yet: the working set's size and hit ratio (issue 11's working set does not exist in the
-/// store yet; see docs/serve.md).
 public final class ServerMetrics: Sendable {
     /// The registry `GET /metrics` prints.
     public let registry: PrometheusCollectorRegistry
@@ -22,6 +20,11 @@ public final class ServerMetrics: Sendable {
     let checkpointLag: Metrics.Gauge
     let logBytes: Metrics.Gauge
     let projectionBytes: Metrics.Gauge
+    let workingSetBytes: Metrics.Gauge
+    let workingSetBudget: Metrics.Gauge
+    let workingSetHitRatio: Metrics.Gauge
+    let workingSetLoads: Metrics.Gauge
+    let workingSetEvictions: Metrics.Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -51,6 +54,11 @@ public final class ServerMetrics: Sendable {
         checkpointLag = Metrics.Gauge(label: "teamlog_checkpoint_lag_events", factory: factory)
         logBytes = Metrics.Gauge(label: "teamlog_store_bytes", dimensions: [("env", "log")], factory: factory)
         projectionBytes = Metrics.Gauge(label: "teamlog_store_bytes", dimensions: [("env", "proj")], factory: factory)
+        workingSetBytes = Metrics.Gauge(label: "teamlog_working_set_bytes", factory: factory)
+        workingSetBudget = Metrics.Gauge(label: "teamlog_working_set_budget_bytes", factory: factory)
+        workingSetHitRatio = Metrics.Gauge(label: "teamlog_working_set_hit_ratio", factory: factory)
+        workingSetLoads = Metrics.Gauge(label: "teamlog_working_set_loads", factory: factory)
+        workingSetEvictions = Metrics.Gauge(label: "teamlog_working_set_evictions", factory: factory)
     }
 
     /// Records one group commit (the writer's thread calls this).
@@ -62,6 +70,13 @@ public final class ServerMetrics: Sendable {
         batchOps.record(report.lines)
         batchRequests.record(report.submissions)
         checkpointLag.record(Double(report.checkpointLag))
+        if let workingSet = report.workingSet {
+            workingSetBytes.record(Double(workingSet.residentBytes))
+            workingSetBudget.record(Double(workingSet.budgetBytes))
+            workingSetHitRatio.record(workingSet.hitRatio)
+            workingSetLoads.record(Double(workingSet.loads))
+            workingSetEvictions.record(Double(workingSet.evictions))
+        }
     }
 
     /// Records one HTTP request: its route (the OpenAPI path, or `unmatched`), method and status.

@@ -54,6 +54,8 @@ public final class WriterService: @unchecked Sendable {
         public var commitSeconds = 0.0
         /// Committed seq minus the projections' checkpoint seq after it.
         public var checkpointLag: UInt64 = 0
+        /// The store's working set after the commit (counters since the store opened).
+        public var workingSet: WorkingSetStats?
     }
 
     /// The state of the service.
@@ -305,6 +307,7 @@ public final class WriterService: @unchecked Sendable {
             _checkpointSeq = max(_checkpointSeq, store.checkpoint.seq)
         }
         report.checkpointLag = after - min(after, store.checkpoint.seq)
+        report.workingSet = store.workingSetStats
         onCommit(report)
         for (submission, (_, output)) in zip(batch, processors) { submission.done(.success(output.bytes)) }
     }

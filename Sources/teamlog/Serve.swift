@@ -55,6 +55,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
     var checkpointMs: Int = Store.Options().checkpointMs
 
+    @Option(
+        help:
+            "The working set's budget in MiB: projections beyond it are evicted (clean ones, after each checkpoint) and loaded again when needed."
+    )
+    var cacheMb: Int = Store.defaultCacheBytes >> 20
+
     @OptionGroup var settings: SettingsOptions
 
     func run() async throws {
@@ -76,6 +82,8 @@ struct Serve: AsyncParsableCommand {
         options.store.requestedConfig = settings.request
         options.store.checkpointOps = checkpointOps
         options.store.checkpointMs = checkpointMs
+        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
+        options.store.cacheBytes = cacheMb << 20
         options.batchSize = batchSize
         options.streamWindow = streamWindow
 

@@ -221,6 +221,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(body.contains("teamlog_commit_batch_ops_sum \(exampleLines.count + 2)"))
         #expect(body.contains("teamlog_checkpoint_lag_events"))
         #expect(body.contains("teamlog_store_bytes{env=\"log\"}"))
+        #expect(body.contains("teamlog_working_set_hit_ratio "))
+        #expect(body.contains("teamlog_working_set_budget_bytes \(Double(Store.defaultCacheBytes))"))
         #expect(
             body.contains(
                 "teamlog_http_request_duration_seconds_count{route=\"/v1/teams/{team}\",method=\"GET\",status=\"404\"} 1"
