@@ -23,6 +23,14 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // MARK: C at the bottom
@@ -61,12 +69,32 @@ let package = Package(
             dependencies: ["TeamLogStore", "TeamLog", "TeamLogThreads"],
             swiftSettings: swiftSettings
         ),
+        // MARK: HTTP transport (Hummingbird 2): parses requests and prints records; the runtime does the rest
+        .target(
+            name: "TeamLogHTTP",
+            dependencies: [
+                "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "LMDB",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // MARK: CLI
         .executableTarget(
             name: "teamlog",
             dependencies: [
-                "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload",
+                "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload", "TeamLogHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -81,6 +109,18 @@ let package = Package(
             name: "teamlog-bench",
             dependencies: ["TeamLog", "TeamLogStore", "TeamLogRuntime", "TeamLogWorkload", "LMDB", "CSQLite"],
             path: "tools/Bench",
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "teamlog-http-bench",
+            dependencies: [
+                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "TeamLogWorkload",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "tools/HTTPBench",
             swiftSettings: swiftSettings
         ),
         .executableTarget(
@@ -102,6 +142,15 @@ let package = Package(
             name: "TeamLogStoreTests",
             dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "LMDB", "TestSupport"],
             exclude: ["Corpus"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TeamLogHTTPTests",
+            dependencies: [
+                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "LMDB", "TestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]

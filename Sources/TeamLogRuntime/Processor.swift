@@ -1,6 +1,6 @@
+public import TeamLog
 public import TeamLogStore
 import TeamLogThreads
-public import TeamLog
 
 #if canImport(Glibc)
     import Glibc
@@ -52,6 +52,11 @@ public final class Processor {
     /// Batch mode (`run`) calls this on the processing thread after each chunk of lines (512) with the
     /// input bytes consumed through the last line processed, for a progress display; stream mode does not.
     public var progress: ((_ inputBytes: Int) -> Void)?
+    /// Sees every record a line produces, whatever `emit` prints (outputs only while the store
+    /// `wantsDeliveries` for deliveries), with the seq of the event it belongs to (`nil` for `rejected`,
+    /// the original seq for `duplicate`), as it is produced: before its batch is durable. The HTTP server
+    /// keeps them until its commit returns, for its record stream and its metrics.
+    public var observer: ((_ record: Record, _ seq: UInt64?) -> Void)?
 
     /// Processes into `store`; `sink` receives committed output bytes (JSON lines).
     public init(
@@ -101,8 +106,9 @@ public final class Processor {
         case .rejected(let rejection):
             reject(line, op.opId, rejection)
             if op.opId != nil { try countTowardBatch() }
-        case .rejectedAfterSync(let rejection, _, let outputs):
+        case .rejectedAfterSync(let rejection, let sync, let outputs):
             // The system event gets no `event` record (one per accepted op); its signals go out in log order.
+            if let observer { for output in outputs { observer(.output(output), sync.seq) } }
             if options.emit == .all {
                 for output in outputs { emit(.output(output)) }
             }
@@ -114,7 +120,12 @@ public final class Processor {
             answer(.accepted(seq: seq), line: line, opId: op.opId ?? "")
         case .accepted(let event, let outputs):
             summary.accepted += 1
-            emit(.event(line: line, seq: event.seq, ts: event.ts, op: op.name))
+            let record = Record.event(line: line, seq: event.seq, ts: event.ts, op: op.name)
+            if let observer {
+                observer(record, event.seq)
+                for output in outputs { observer(.output(output), event.seq) }
+            }
+            emit(record)
             if options.emit == .all {
                 for output in outputs { emit(.output(output)) }
             }
@@ -127,7 +138,9 @@ public final class Processor {
         switch outcome {
         case .accepted(let seq):
             summary.duplicates += 1
-            emit(.duplicate(line: line, opId: opId, seq: seq))
+            let record = Record.duplicate(line: line, opId: opId, seq: seq)
+            observer?(record, seq)
+            emit(record)
         case .rejected(let rejection):
             reject(line, opId, Rejection(rejection.code, rejection.reason + " (opId \(opId) was rejected before)"))
         }
@@ -233,7 +246,9 @@ public final class Processor {
 
     private func reject(_ line: Int, _ opId: Id?, _ rejection: Rejection) {
         summary.rejected += 1
-        emit(.rejected(line: line, opId: opId, code: rejection.code, reason: rejection.reason))
+        let record = Record.rejected(line: line, opId: opId, code: rejection.code, reason: rejection.reason)
+        observer?(record, nil)
+        emit(record)
     }
 
     private func emit(_ record: Record) {

@@ -1,5 +1,5 @@
 import LMDB
-import TeamLog
+public import TeamLog
 import TeamLogThreads
 
 #if canImport(Glibc)
@@ -80,11 +80,11 @@ extension Store {
 
     /// A new, empty scratch store with this store's config, in a new directory under `$TMPDIR`: written
     /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
-    func makeScratch() throws -> ScratchStore {
+    func makeScratch(config: Config? = nil) throws -> ScratchStore {
         let path = try ScratchStore.makeDirectory()
         var options = Options()
         options.noSync = true
-        options.config = world.config
+        options.config = config ?? world.config
         options.verifyChainAtOpen = false
         options.mapSize = max(64 << 20, env.mapSize, projectionEnv.mapSize)
         // Checkpoints a fifth as far apart as a writer's: the records changed since the last one wait
@@ -106,8 +106,13 @@ extension Store {
     /// are the ones a writer that stopped at that seq would hold, unread indexes included, and its
     /// projections are checkpointed at that seq. The replay keeps no history in memory: what it makes goes
     /// to the scratch store's disk.
-    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192) throws -> ScratchStore {
-        let scratch = try makeScratch()
+    ///
+    /// `config` is the store's settings (`world.config` when nil): a thread other than the writer's passes
+    /// the ones it read at open, so it never touches the writer's state.
+    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192, config: Config? = nil) throws
+        -> ScratchStore
+    {
+        let scratch = try makeScratch(config: config)
         do {
             try env.read { txn in
                 try replay(into: scratch, in: txn, upTo: upTo, batchSize: batchSize, progress: nil)

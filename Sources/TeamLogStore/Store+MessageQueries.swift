@@ -52,36 +52,39 @@ extension Store {
     /// that span it) without the sender, in slot order. O(members) here, so that a message stores O(1)
     /// and a receipt writes one entry.
     public func receiptsView(_ messageId: Id) throws -> JSONValue? {
-        try readProjections { txn in
-            let id = Array(messageId.utf8)
-            guard
-                let tally = try id.withUnsafeBytes({ key in
-                    try txn.withValue(pdbs.table(.receipts), key: key) { value in
-                        try value.map { try ProjectionCodec.decodeReceipt($0) }
-                    }
-                }),
-                let message = try id.withUnsafeBytes({ key in
-                    try txn.withValue(pdbs.table(.messages), key: key) { value in
-                        try value.map { try ProjectionCodec.decodeMessage($0) }
-                    }
-                })
-            else { return nil }
-            var reads: [(ordinal: UInt64, user: Id)] = []
-            let prefix = ProjectionCodec.prefix(messageId)
-            try txn.forEach(pdbs.table(.receiptReads), from: prefix) { key, value in
-                guard key.starts(with: prefix) else { return false }
-                let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
-                reads.append((try ProjectionCodec.decodeOrdinal(value), user))
-                return true
-            }
-            let readUsers = reads.sorted { $0.ordinal < $1.ordinal }.map(\.user)
-            let readSet = Set(readUsers)
-            let receivers =
-                try tally.directedReceivers
-                ?? members(txn, team: message.conv.id, at: message.seq).filter { $0 != message.sender }
-            return ReceiptState.json(
-                messageId: messageId, readUsers: readUsers, unreadUsers: receivers.filter { !readSet.contains($0) })
+        try readProjections { txn in try receiptsView(messageId, in: txn) }
+    }
+
+    /// The receipts query inside a given snapshot.
+    public func receiptsView(_ messageId: Id, in txn: Transaction) throws -> JSONValue? {
+        let id = Array(messageId.utf8)
+        guard
+            let tally = try id.withUnsafeBytes({ key in
+                try txn.withValue(pdbs.table(.receipts), key: key) { value in
+                    try value.map { try ProjectionCodec.decodeReceipt($0) }
+                }
+            }),
+            let message = try id.withUnsafeBytes({ key in
+                try txn.withValue(pdbs.table(.messages), key: key) { value in
+                    try value.map { try ProjectionCodec.decodeMessage($0) }
+                }
+            })
+        else { return nil }
+        var reads: [(ordinal: UInt64, user: Id)] = []
+        let prefix = ProjectionCodec.prefix(messageId)
+        try txn.forEach(pdbs.table(.receiptReads), from: prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
+            reads.append((try ProjectionCodec.decodeOrdinal(value), user))
+            return true
         }
+        let readUsers = reads.sorted { $0.ordinal < $1.ordinal }.map(\.user)
+        let readSet = Set(readUsers)
+        let receivers =
+            try tally.directedReceivers
+            ?? members(txn, team: message.conv.id, at: message.seq).filter { $0 != message.sender }
+        return ReceiptState.json(
+            messageId: messageId, readUsers: readUsers, unreadUsers: receivers.filter { !readSet.contains($0) })
     }
 
     /// The members of `team` when the event at `seq` was applied, in slot order: one walk of its member
@@ -110,13 +113,16 @@ extension Store {
 
     /// `teamlog message MESSAGE_ID`: a stored message (or tip), or `nil`.
     public func messageView(_ messageId: Id) throws -> JSONValue? {
-        try readProjections { txn in
-            try Array(messageId.utf8).withUnsafeBytes { key in
-                try txn.withValue(pdbs.table(.messages), key: key) { value -> JSONValue? in
-                    guard let value else { return nil }
-                    let m = try ProjectionCodec.decodeMessage(value)
-                    return m.json(id: messageId)
-                }
+        try readProjections { txn in try messageView(messageId, in: txn) }
+    }
+
+    /// The message query inside a given snapshot.
+    public func messageView(_ messageId: Id, in txn: Transaction) throws -> JSONValue? {
+        try Array(messageId.utf8).withUnsafeBytes { key in
+            try txn.withValue(pdbs.table(.messages), key: key) { value -> JSONValue? in
+                guard let value else { return nil }
+                let m = try ProjectionCodec.decodeMessage(value)
+                return m.json(id: messageId)
             }
         }
     }
@@ -152,12 +158,15 @@ extension Store {
 extension Store {
     /// `teamlog channel CHANNEL`: members and pending invitations, or `nil`.
     public func channelView(_ id: Id) throws -> JSONValue? {
-        try readProjections { txn in
-            try Array(id.utf8).withUnsafeBytes { key in
-                try txn.withValue(pdbs.table(.channels), key: key) { value -> JSONValue? in
-                    guard let value else { return nil }
-                    return try ProjectionCodec.decodeChannel(id: id, value).json
-                }
+        try readProjections { txn in try channelView(id, in: txn) }
+    }
+
+    /// The channel query inside a given snapshot.
+    public func channelView(_ id: Id, in txn: Transaction) throws -> JSONValue? {
+        try Array(id.utf8).withUnsafeBytes { key in
+            try txn.withValue(pdbs.table(.channels), key: key) { value -> JSONValue? in
+                guard let value else { return nil }
+                return try ProjectionCodec.decodeChannel(id: id, value).json
             }
         }
     }

@@ -25,26 +25,15 @@ struct Log: ParsableCommand {
         let end = head.map { min(to ?? $0, $0) } ?? to
         let progress = Progress("log", total: end.map { Int($0) }, from: Int(max(from, 1)) - 1, unit: .count("events"))
         defer { progress.clear() }
-        var out: [UInt8] = []
-        out.reserveCapacity(1 << 20)
-        var problem: Store.ChainProblem?
         var last = Int(max(from, 1)) - 1
-        try store.forEachEvent(from: from, to: to) { event in
-            last = Int(event.seq)
+        let problem = try store.exportLog(from: from, to: to, team: team.map { Id($0) }) { seq in
+            last = Int(seq)
             progress.update(last)
-            if let team, event.op.body.team != Id(team) { return }
-            out.append(contentsOf: event.op.jsonLine.utf8)
-            out.append(0x0A)
-            if out.count > 1 << 20 {
-                progress.beforeStdout()
-                try writeAll(1, out)
-                out.removeAll(keepingCapacity: true)
-            }
-        } problem: {
-            problem = $0
+        } write: { chunk in
+            progress.beforeStdout()
+            try writeAll(1, chunk)
         }
         progress.finish(at: last)
-        try writeAll(1, out)
         if let problem {
             printErr("teamlog: log is broken at \(problem); export stopped there")
             throw ExitCode(1)

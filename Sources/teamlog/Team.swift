@@ -24,16 +24,7 @@ struct Team: ParsableCommand {
 /// The store as of `seq`, replayed from the log into a scratch store (fails when the log is broken before
 /// it); the caller removes it.
 func replayed(_ store: Store, _ seq: UInt64) throws -> ScratchStore {
-    let scratch = try store.replayIntoScratch(upTo: seq)
-    if let problem = scratch.problem {
-        scratch.remove()
-        throw CLIError("cannot replay to seq \(seq): \(problem)")
-    }
-    if UInt64(scratch.events) < seq {
-        scratch.remove()
-        throw CLIError("the log ends at seq \(scratch.events), before \(seq)")
-    }
-    return scratch
+    do { return try store.replayed(at: seq) } catch let error as Store.AsOfError { throw CLIError(error.description) }
 }
 
 /// Opens an existing store for reading.

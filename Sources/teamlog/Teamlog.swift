@@ -4,13 +4,13 @@ import TeamLogStore
 
 /// The `teamlog` command: parsing and printing only; the work is in `TeamLogStore` and `TeamLog`.
 @main
-struct Teamlog: ParsableCommand {
+struct Teamlog: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "teamlog",
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
         subcommands: [
             Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self,
-            Repair.self, Info.self, Status.self, Demo.self, DebugHoldReader.self,
+            Repair.self, Info.self, Status.self, Demo.self, Serve.self, DebugHoldReader.self,
         ]
     )
 }

@@ -1,0 +1,18 @@
+/// How `teamlog serve` listens and what it allows.
+public struct ServerConfiguration: Sendable {
+    /// Address to bind: loopback unless told otherwise.
+    public var host = "127.0.0.1"
+    /// Port to bind; 0 takes an ephemeral one (`TeamLogServer.port()` tells which).
+    public var port = 8080
+    /// The bearer token writes need (`--token-file`); `nil`: no authentication.
+    public var token: String?
+    /// With a token, require it for the `/v1/` reads too (health, readiness, metrics and the OpenAPI
+    /// document stay open: they carry no data).
+    public var protectReads = false
+    /// Largest request body accepted (bytes); a larger one is answered 413.
+    public var bodyLimit = 16 << 20
+    /// Seconds between keep-alive comments on an idle record stream.
+    public var streamHeartbeatSeconds = 15.0
+
+    public init() {}
+}

@@ -1,0 +1,479 @@
+import Dispatch
+import HTTPTypes
+import Hummingbird
+import LMDB
+public import Logging
+import NIOCore
+public import ServiceLifecycle
+import TeamLog
+public import TeamLogRuntime
+import TeamLogStore
+import TeamLogThreads
+
+/// `teamlog serve`'s HTTP transport (Hummingbird 2): it parses requests and prints answers; the
+/// `WriterService` decides, commits and keeps the record window, the store answers queries.
+///
+/// Run it as a swift-service-lifecycle `Service`, after the writer's (`WriterLifecycle`) in the same
+/// `ServiceGroup`: a graceful shutdown stops this one first (no new connection, in-flight requests
+/// finished, record streams ended), then the writer (queued ops committed, a last checkpoint).
+public final class TeamLogServer: Service, Sendable {
+    public let writer: WriterService
+    public let configuration: ServerConfiguration
+    public let metrics: ServerMetrics
+    let logger: Logger
+    let auth: BearerAuth?
+    private let bound = BoundPort()
+
+    public init(
+        writer: WriterService, configuration: ServerConfiguration, metrics: ServerMetrics = ServerMetrics(),
+        logger: Logger = Logger(label: "teamlog.serve")
+    ) {
+        self.writer = writer
+        self.configuration = configuration
+        self.metrics = metrics
+        self.logger = logger
+        auth = configuration.token.map(BearerAuth.init)
+    }
+
+    /// The port the server listens on, once it does (waits for it); `nil` if it stopped before binding.
+    public func port() async -> Int? { await bound.value() }
+
+    public func run() async throws {
+        let app = Application(
+            router: makeRouter(),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "teamlog"),
+            onServerRunning: { [bound] channel in bound.set(channel.localAddress?.port) },
+            logger: logger)
+        do {
+            try await withGracefulShutdownHandler {
+                try await app.run()
+            } onGracefulShutdown: { [writer] in
+                writer.window?.close()  // record streams end, so the server's own shutdown can finish
+            }
+        } catch {
+            bound.set(nil)
+            throw error
+        }
+        bound.set(nil)
+    }
+
+    // MARK: - Routes
+
+    func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        router.add(middleware: ServerMiddleware(metrics: metrics))
+        for route in Route.all {
+            let method = HTTPRequest.Method(rawValue: route.method)!
+            router.on(RouterPath(route.routerPath), method: method) { [self] request, context in
+                try await respond(route, request, context)
+            }
+        }
+        // Other methods on a known path: 405 with the methods it has.
+        let byPath = Dictionary(grouping: Route.all, by: \.path)
+        for (path, routes) in byPath {
+            let allowed = routes.map(\.method)
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] where !allowed.contains(method) {
+                router.on(RouterPath(routes[0].routerPath), method: HTTPRequest.Method(rawValue: method)!) {
+                    _, _ -> Response in
+                    var error = APIError(.methodNotAllowed, "methodNotAllowed", "\(method) is not allowed on \(path)")
+                    error.headers[.allow] = allowed.joined(separator: ", ")
+                    throw error
+                }
+            }
+        }
+        return router
+    }
+
+    private func respond(_ route: Route, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        switch route {
+        case .ops: return try await postOps(request)
+        case .team:
+            let id = try parameter("team", context)
+            return try await query(request, missing: ("noSuchTeam", "no team \(id)")) { store, txn in
+                try store.teamView(Id(id), in: txn)
+            }
+        case .unread:
+            let id = try parameter("user", context)
+            return try await query(request, missing: ("noSuchUser", "")) { store, txn in
+                try store.unreadView(Id(id), in: txn)
+            }
+        case .receipts:
+            let id = try parameter("messageId", context)
+            return try await query(
+                request,
+                missing: ("noSuchMessage", "no receipt tally for \(id) (no such message, or sent without needReceipt)")
+            ) { store, txn in try store.receiptsView(Id(id), in: txn) }
+        case .message:
+            let id = try parameter("messageId", context)
+            return try await query(request, missing: ("noSuchMessage", "no message \(id)")) { store, txn in
+                try store.messageView(Id(id), in: txn)
+            }
+        case .channel:
+            let id = try parameter("channel", context)
+            return try await query(request, missing: ("noSuchChannel", "no channel \(id)")) { store, txn in
+                try store.channelView(Id(id), in: txn)
+            }
+        case .log: return try await exportLog(request)
+        case .records: return try recordStream(request)
+        case .status:
+            try authorize(request, write: false)
+            let shared = Shared(try readyStore())
+            let status = try await onThread { try shared.store.status() }
+            return json(status.json)
+        case .healthz: return json(.object([("status", .string("ok"))]))
+        case .readyz:
+            let state = writer.state
+            let ready = state == .ready
+            var fields: [(String, JSONValue)] = [("ready", .bool(ready)), ("state", .string(Self.name(state)))]
+            if case .failed(let why) = state { fields.append(("message", .string(why))) }
+            return json(.object(fields), status: ready ? .ok : .serviceUnavailable)
+        case .metrics:
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            let bytes = metrics.exposition(store: writer.store)
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+        case .openapi:
+            var headers = HTTPFields()
+            headers[.contentType] = "application/yaml"
+            return Response(
+                status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: OpenAPIDocument.yaml + "\n")))
+        default:
+            throw APIError(.notFound, "notFound", "no route \(route)")
+        }
+    }
+
+    static func name(_ state: WriterService.State) -> String {
+        switch state {
+        case .opening: "opening"
+        case .ready: "ready"
+        case .failed: "failed"
+        case .stopped: "stopped"
+        }
+    }
+
+    // MARK: - Ops
+
+    private func postOps(_ request: Request) async throws -> Response {
+        try authorize(request, write: true)
+        let emitValue = request.uri.queryParameters.get("emit") ?? "all"
+        guard let emit = Processor.Emit(rawValue: emitValue) else {
+            throw APIError(.badRequest, "badRequest", "emit must be all, events or none")
+        }
+        _ = try readyStore()
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: configuration.bodyLimit)
+        } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+            throw APIError(
+                .contentTooLarge, "payloadTooLarge", "the body is over the \(configuration.bodyLimit)-byte limit")
+        }
+        let lines = ParsedLine.parseAll(Array(body.readableBytesView))
+        let writer = self.writer
+        let records: [UInt8] = try await withCheckedThrowingContinuation { continuation in
+            writer.submit(lines, emit: emit) { result in
+                continuation.resume(with: result.mapError { Self.apiError($0) })
+            }
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/x-ndjson"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: records)))
+    }
+
+    static func apiError(_ failure: WriterService.Failure) -> APIError {
+        switch failure.code {
+        case .notReady: APIError(.serviceUnavailable, "notReady", failure.message)
+        case .stopping: APIError(.serviceUnavailable, "stopping", failure.message)
+        case .storeFailed: APIError(.internalServerError, "storeFailed", failure.message)
+        }
+    }
+
+    // MARK: - Queries
+
+    /// A SPEC §5 query: from the live projections, brought (by one checkpoint of the writer shared by all
+    /// queries waiting) to every op answered before the query arrived; with `?at=SEQ` from a scratch
+    /// store replayed to that seq, on a thread of its own.
+    private func query(
+        _ request: Request, missing: (code: String, message: String),
+        _ view: @escaping @Sendable (Store, Transaction) throws -> JSONValue?
+    ) async throws -> Response {
+        try authorize(request, write: false)
+        let store = try readyStore()
+        let answer: JSONValue?
+        if let at = request.uri.queryParameters.get("at") {
+            guard let seq = UInt64(at), seq > 0 else {
+                throw APIError(.badRequest, "badRequest", "at must be a seq (a positive integer)")
+            }
+            let config = writer.config
+            let shared = Shared(store)
+            answer = try await onThread {
+                let scratch: ScratchStore
+                do { scratch = try shared.store.replayed(at: seq, config: config) } catch let error as Store.AsOfError {
+                    throw APIError(.badRequest, "badRequest", error.description)
+                }
+                defer { scratch.remove() }
+                return try scratch.store.readStoredProjections { txn, _ in try view(scratch.store, txn) }
+            }
+        } else {
+            let target = writer.committedSeq
+            let fresh: JSONValue?? = try store.readStoredProjections { txn, checkpoint in
+                checkpoint >= target ? .some(try view(store, txn)) : nil
+            }
+            if let fresh {
+                answer = fresh
+            } else {
+                let writer = self.writer
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    writer.whenProjections(reach: target) { result in
+                        continuation.resume(with: result.mapError { Self.apiError($0) })
+                    }
+                }
+                answer = try store.readStoredProjections { txn, _ in try view(store, txn) }
+            }
+        }
+        guard let answer else { throw APIError(.notFound, missing.code, missing.message) }
+        return json(answer)
+    }
+
+    // MARK: - Log export
+
+    /// `teamlog log` streamed: a thread walks the log (one snapshot) into a small queue of 256 KiB chunks
+    /// that the response drains; a client that goes away closes the queue and stops the walk.
+    private func exportLog(_ request: Request) async throws -> Response {
+        try authorize(request, write: false)
+        let shared = Shared(try readyStore())
+        let params = request.uri.queryParameters
+        func seq(_ name: String) throws -> UInt64? {
+            guard let text = params.get(name) else { return nil }
+            guard let value = UInt64(text) else { throw APIError(.badRequest, "badRequest", "\(name) must be a seq") }
+            return value
+        }
+        let from = try seq("from") ?? 1
+        let to = try seq("to") ?? writer.committedSeq
+        let team = params.get("team").map { Id($0) }
+        let queue = ChunkQueue<UInt8>(depth: 4)
+        struct Stopped: Error {}
+        guard
+            startThread({
+                do {
+                    let problem = try shared.store.exportLog(from: from, to: to, team: team, chunkBytes: 256 << 10) {
+                        _ in
+                    } write: { chunk in
+                        if !queue.push(chunk) { throw Stopped() }
+                    }
+                    queue.close(failure: problem.map { APIError(.internalServerError, "brokenChain", "\($0)") })
+                } catch {
+                    queue.close(failure: error)
+                }
+            }) != nil
+        else { throw APIError(.internalServerError, "internal", "cannot start a thread") }
+        var headers = HTTPFields()
+        headers[.contentType] = "application/x-ndjson"
+        return Response(
+            status: .ok, headers: headers,
+            body: .init { writer in
+                do {
+                    while let chunk = try await onThread({ try queue.pop() }) {
+                        try await writer.write(ByteBuffer(bytes: chunk))
+                    }
+                    try await writer.finish(nil)
+                } catch {
+                    queue.close()
+                    throw error
+                }
+            })
+    }
+
+    // MARK: - Record stream
+
+    /// `GET /v1/records?from=SEQ` (or `Last-Event-ID: SEQ-1`): Server-Sent Events, one per committed event
+    /// with records, `id:` its seq and one `data:` line per record (SPEC §4 JSON). Without `from`, the
+    /// stream starts at the next event. A seq older than the retained window is 410 with `oldestSeq`.
+    private func recordStream(_ request: Request) throws -> Response {
+        try authorize(request, write: false)
+        _ = try readyStore()
+        guard let window = writer.window else {
+            throw APIError(.serviceUnavailable, "notReady", "the store is being opened")
+        }
+        var from = window.nextSeq
+        if let text = request.uri.queryParameters.get("from") {
+            guard let value = UInt64(text), value > 0 else {
+                throw APIError(.badRequest, "badRequest", "from must be a seq (a positive integer)")
+            }
+            from = value
+        } else if let last = request.headers[HTTPField.Name("Last-Event-ID")!], let value = UInt64(last) {
+            from = value + 1
+        }
+        let oldest = window.oldestSeq
+        if from < oldest {
+            var error = APIError(
+                .gone, "gone", "seq \(from) is no longer retained: the oldest record kept is at seq \(oldest)")
+            error.extra = [("oldestSeq", .int(Int64(oldest)))]
+            throw error
+        }
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-store"
+        let heartbeat = configuration.streamHeartbeatSeconds
+        return Response(
+            status: .ok, headers: headers,
+            body: .init { [from] writer in
+                var next = from
+                var out: [UInt8] = []
+                streaming: while true {
+                    switch window.read(from: next, limit: 512) {
+                    case .entries(let entries):
+                        out.removeAll(keepingCapacity: true)
+                        for entry in entries { Self.appendEvent(entry, to: &out) }
+                        next = entries.last!.seq + 1
+                        if !out.isEmpty { try await writer.write(ByteBuffer(bytes: out)) }
+                    case .nothingYet:
+                        let published = await Self.wait(window, for: next, seconds: heartbeat)
+                        if !published { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
+                    case .gone(let oldest):
+                        // Fell behind the window while connected: say so and end; the client resumes or resyncs.
+                        try await writer.write(ByteBuffer(string: "event: gone\ndata: {\"oldestSeq\":\(oldest)}\n\n"))
+                        break streaming
+                    case .closed:
+                        break streaming
+                    }
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    /// One SSE event: `id: SEQ`, a `data:` line per record. An event without records is skipped.
+    static func appendEvent(_ entry: RecordWindow.Entry, to out: inout [UInt8]) {
+        guard !entry.lines.isEmpty else { return }
+        out += Array("id: \(entry.seq)\n".utf8)
+        var start = 0
+        for (i, byte) in entry.lines.enumerated() where byte == 0x0A {
+            out += Array("data: ".utf8)
+            out += entry.lines[start...i]
+            start = i + 1
+        }
+        out.append(0x0A)
+    }
+
+    /// Waits for `seq` to be published or `seconds` to pass; true when something was published.
+    static func wait(_ window: RecordWindow, for seq: UInt64, seconds: Double) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await window.wait(for: seq)
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int(seconds * 1000)))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    // MARK: - Helpers
+
+    private func authorize(_ request: Request, write: Bool) throws {
+        guard let auth, write || configuration.protectReads else { return }
+        guard auth.allows(request.headers[.authorization]) else {
+            var error = APIError(.unauthorized, "unauthorized", "this route needs Authorization: Bearer <token>")
+            error.headers[.wwwAuthenticate] = "Bearer"
+            throw error
+        }
+    }
+
+    private func readyStore() throws -> Store {
+        if let store = writer.store, writer.state == .ready { return store }
+        switch writer.state {
+        case .opening: throw APIError(.serviceUnavailable, "notReady", "the store is being opened")
+        case .failed(let why): throw APIError(.serviceUnavailable, "storeFailed", why)
+        case .ready, .stopped: throw APIError(.serviceUnavailable, "stopping", "the server is stopping")
+        }
+    }
+
+    private func parameter(_ name: String, _ context: BasicRequestContext) throws -> String {
+        guard let value = context.parameters.get(name) else {
+            throw APIError(.badRequest, "badRequest", "missing \(name)")
+        }
+        return percentDecoded(value)
+    }
+
+    private func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(
+            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: value.jsonString + "\n")))
+    }
+}
+
+/// The store handed to another thread, for what is safe beside the writer's thread only: reads of the
+/// stored projections and of the log, `status`, scratch replays (`Store` itself is not thread-safe).
+struct Shared: @unchecked Sendable {
+    let store: Store
+    init(_ store: Store) { self.store = store }
+}
+
+/// Runs blocking work (a scratch replay, a status read, a queue pop) on a thread of Dispatch's pool, off
+/// Swift concurrency's few cooperative threads.
+func onThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}
+
+/// `%XX` escapes of a path segment decoded (ids may hold any character); a malformed escape stays as is.
+func percentDecoded(_ text: String) -> String {
+    guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+    let bytes = Array(text.utf8)
+    var out: [UInt8] = []
+    var i = 0
+    func hex(_ b: UInt8) -> UInt8? {
+        switch b {
+        case 0x30...0x39: b - 0x30
+        case 0x41...0x46: b - 0x41 + 10
+        case 0x61...0x66: b - 0x61 + 10
+        default: nil
+        }
+    }
+    while i < bytes.count {
+        if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hex(bytes[i + 1]), let l = hex(bytes[i + 2]) {
+            out.append(h << 4 | l)
+            i += 3
+        } else {
+            out.append(bytes[i])
+            i += 1
+        }
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// The bound port, set once by `onServerRunning` (or `nil` when the server ended without binding).
+final class BoundPort: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var isSet = false
+    private var port: Int?
+    private var waiters: [CheckedContinuation<Int?, Never>] = []
+
+    func set(_ port: Int?) {
+        let woken: [CheckedContinuation<Int?, Never>] = monitor.locked {
+            guard !isSet else { return [] }
+            isSet = true
+            self.port = port
+            defer { waiters = [] }
+            return waiters
+        }
+        for w in woken { w.resume(returning: port) }
+    }
+
+    func value() async -> Int? {
+        await withCheckedContinuation { c in
+            let now: Int?? = monitor.locked {
+                if isSet { return .some(port) }
+                waiters.append(c)
+                return .none
+            }
+            if let now { c.resume(returning: now) }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+public import LMDB
+public import TeamLog
+
+/// What a long-running writer process (`teamlog serve`) needs besides the CLI's API: reads of the stored
+/// projections from threads other than the writer's, and the log export in chunks.
+extension Store {
+    /// Runs `body` in a read snapshot of the projections as they are on disk, with the seq of the
+    /// checkpoint that snapshot holds. Unlike `readProjections` it never checkpoints first, so it touches
+    /// nothing of the writer's state and may run on any thread while the writer works (LMDB read
+    /// transactions are `MDB_NOTLS`; the environment's resize lock keeps them off a map growth). A caller
+    /// that needs read-your-writes compares the seq with what it must see and asks the writer's thread
+    /// for a checkpoint when the snapshot is behind.
+    public func readStoredProjections<R>(_ body: (Transaction, _ checkpointSeq: UInt64) throws -> R) throws -> R {
+        try projectionEnv.read { txn in try body(txn, pdbs.readCheckpoint(txn).seq) }
+    }
+
+    /// `teamlog log`: committed events `from`…`to` as JSON Lines that `ingest` accepts again (ts and opId
+    /// kept), only those of `team` when given, handed to `write` in chunks of about `chunkBytes`;
+    /// `visited` sees every seq walked (for progress). Safe on any thread (one read snapshot of the log).
+    /// Returns the first break of the hash chain, if any: the export stops before it.
+    public func exportLog(
+        from: UInt64 = 1, to: UInt64? = nil, team: Id? = nil, chunkBytes: Int = 1 << 20,
+        visited: (UInt64) -> Void = { _ in }, write: ([UInt8]) throws -> Void
+    ) throws -> ChainProblem? {
+        var out: [UInt8] = []
+        out.reserveCapacity(chunkBytes)
+        var problem: ChainProblem?
+        try forEachEvent(from: from, to: to) { event in
+            visited(event.seq)
+            if let team, event.op.body.team != team { return }
+            out.append(contentsOf: event.op.jsonLine.utf8)
+            out.append(0x0A)
+            if out.count > chunkBytes {
+                try write(out)
+                out.removeAll(keepingCapacity: true)
+            }
+        } problem: {
+            problem = $0
+        }
+        if !out.isEmpty { try write(out) }
+        return problem
+    }
+}
+
+extension Store {
+    /// Why the state as of a seq cannot be given.
+    public struct AsOfError: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `--at SEQ` / `?at=SEQ`: the store as of `seq`, replayed from the log into a scratch store, whose
+    /// projections are checkpointed (query it with `readStoredProjections` too); the caller removes it.
+    /// Throws `AsOfError` when the log is broken before `seq` or ends before it. `config`: as for
+    /// `replayIntoScratch` (another thread than the writer's passes the settings it read at open).
+    public func replayed(at seq: UInt64, config: Config? = nil) throws -> ScratchStore {
+        let scratch = try replayIntoScratch(upTo: seq, config: config)
+        if let problem = scratch.problem {
+            scratch.remove()
+            throw AsOfError(description: "cannot replay to seq \(seq): \(problem)")
+        }
+        if UInt64(scratch.events) < seq {
+            scratch.remove()
+            throw AsOfError(description: "the log ends at seq \(scratch.events), before \(seq)")
+        }
+        try scratch.store.checkpointNow()
+        return scratch
+    }
+}
+
+extension Store {
+    /// Starts writing a checkpoint of everything committed on the checkpointer thread and returns at once
+    /// (the writer goes on while it is written; `pollCheckpoint` or `finishCheckpoint` takes its position).
+    /// Only right after a commit: false, starting nothing, when ops are pending (a checkpoint must never
+    /// be ahead of the log), when one is being written, or when the projections already hold everything.
+    public func startCheckpointOfCommitted() -> Bool {
+        guard pendingCount == 0, !isCommitting, inFlightCheckpointIsDone else { return false }
+        finishCheckpoint()
+        guard
+            checkpoint.seq < committedSeq || !world.changes.isEmpty
+                || !checkpointBuffer.isEmpty || checkpointFailed
+        else { return false }
+        startCheckpoint(after: nil)
+        return true
+    }
+
+    /// Whether a checkpoint is being written.
+    public var isCheckpointing: Bool { !inFlightCheckpointIsDone }
+
+    /// Takes the position of a checkpoint that has finished, without waiting for one that has not; the
+    /// seq the stored projections are at.
+    public func pollCheckpoint() -> UInt64 {
+        if inFlightCheckpointIsDone { finishCheckpoint() }
+        return checkpoint.seq
+    }
+}

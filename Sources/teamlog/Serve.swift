@@ -1,0 +1,162 @@
+import ArgumentParser
+import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
+import TeamLog
+import TeamLogHTTP
+import TeamLogRuntime
+import TeamLogStore
+import UnixSignals
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `teamlog serve`: the processor as an HTTP service (docs/serve.md). One process owns the store; the
+/// HTTP layer parses and prints, the runtime's `WriterService` group-commits.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Serve the store over HTTP: ops in, records out after each group commit, queries, a record stream, metrics."
+    )
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Option(help: "Address to listen on, HOST:PORT (port 0: any free port, printed on stderr).")
+    var listen = "127.0.0.1:8080"
+
+    @Option(help: "A file holding the bearer token writes need (surrounding whitespace ignored).")
+    var tokenFile: String?
+
+    @Flag(help: "With --token-file, require the token for the /v1/ reads too.")
+    var protectReads = false
+
+    @Option(help: "Largest request body in bytes (larger: 413).")
+    var bodyLimit: Int = ServerConfiguration().bodyLimit
+
+    @Option(help: "Committed events whose records the record stream keeps for resuming (in memory).")
+    var streamWindow: Int = WriterService.Options().streamWindow
+
+    @Option(help: "A single request with more ops than this is committed in several transactions.")
+    var batchSize: Int = WriterService.Options().batchSize
+
+    @Flag(help: "Skip fsync at commit (tests and benchmarks: a crash may lose acknowledged ops).")
+    var noSync = false
+
+    @Flag(help: "Wait for another writer of the store to finish instead of failing.")
+    var wait = false
+
+    @Option(help: "Write the projections' checkpoint after this many ops.")
+    var checkpointOps: Int = Store.Options().checkpointOps
+
+    @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
+    var checkpointMs: Int = Store.Options().checkpointMs
+
+    @Option(
+        help:
+            "The working set's budget in MiB: projections beyond it are evicted (clean ones, after each checkpoint) and loaded again when needed."
+    )
+    var cacheMb: Int = Store.defaultCacheBytes >> 20
+
+    @OptionGroup var settings: SettingsOptions
+
+    func run() async throws {
+        var config = ServerConfiguration()
+        (config.host, config.port) = try Self.parseListen(listen)
+        config.protectReads = protectReads
+        config.bodyLimit = bodyLimit
+        guard bodyLimit > 0, streamWindow > 0, batchSize > 0, checkpointOps > 0, checkpointMs >= 0 else {
+            throw ValidationError("--body-limit, --stream-window, --batch-size and --checkpoint-ops must be positive")
+        }
+        if let tokenFile {
+            let token = try Self.readToken(tokenFile)
+            guard !token.isEmpty else { throw ValidationError("the token file \(tokenFile) is empty") }
+            config.token = token
+        }
+        var options = WriterService.Options()
+        options.store.noSync = noSync
+        options.store.waitForWriter = wait
+        options.store.requestedConfig = settings.request
+        options.store.checkpointOps = checkpointOps
+        options.store.checkpointMs = checkpointMs
+        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
+        options.store.cacheBytes = cacheMb << 20
+        options.batchSize = batchSize
+        options.streamWindow = streamWindow
+
+        LoggingSystem.bootstrap(StreamLogHandler.standardError)
+        var logger = Logger(label: "teamlog.serve")
+        logger.logLevel = .notice
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))  // other libraries' metrics too
+        let metrics = ServerMetrics(registry: registry)
+        let writer = WriterService(path: storeOptions.path, options: options) { metrics.record($0) }
+        let server = TeamLogServer(writer: writer, configuration: config, metrics: metrics, logger: logger)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [WriterLifecycle(writer: writer), server], gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        // A second SIGTERM/SIGINT exits at once: what was acknowledged is committed, the log is consistent.
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let path = storeOptions.path
+        let watcher = Task {
+            var count = 0
+            for await signal in signals {
+                count += 1
+                if count >= 2 {
+                    printErr("teamlog: second \(signal): exiting now")
+                    _exit(signal.rawValue + 128)
+                }
+                printErr("teamlog: \(signal): finishing in-flight requests, committing, checkpointing")
+            }
+        }
+        let opened = Task {
+            guard let port = await server.port() else { return }
+            while writer.state == .opening { try? await Task.sleep(for: .milliseconds(5)) }
+            if case .failed = writer.state {
+                await group.triggerGracefulShutdown()  // said below, before exiting 2
+                return
+            }
+            try? printOut("teamlog: serving \(path) on http://\(Self.hostForURL(config.host)):\(port)")
+        }
+        try await group.run()
+        watcher.cancel()
+        opened.cancel()
+        if case .failed(let why) = writer.state {
+            printErr("teamlog: \(why)")
+            throw ExitCode(2)
+        }
+    }
+
+    static func hostForURL(_ host: String) -> String { host.contains(":") ? "[\(host)]" : host }
+
+    /// `HOST:PORT`, `[IPv6]:PORT` or `:PORT` (loopback).
+    static func parseListen(_ text: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
+        else { throw ValidationError("--listen must be HOST:PORT") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return (host.isEmpty ? "127.0.0.1" : host, port)
+    }
+
+    static func readToken(_ path: String) throws -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw CLIError("cannot read \(path): \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            bytes += buffer[..<n]
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        return String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }
+}

@@ -1,0 +1,147 @@
+import AsyncHTTPClient
+import TeamLog
+import TeamLogStore
+import TeamLogThreads
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `teamlog serve` as a child process, stopped by signals while clients post.
+@Suite(.serialized, .enabled(if: TestSupport.teamlogIsBuilt, "needs the teamlog executable (swift build)"))
+struct LifecycleTests {
+    /// Starts `teamlog serve` on an ephemeral port; returns the child and its base URL.
+    func startServe(_ directory: TemporaryDirectory) throws -> (ChildProcess, String) {
+        let child = try ChildProcess(
+            TestSupport.teamlogExecutable,
+            ["serve", "--store", directory.child("store"), "--listen", "127.0.0.1:0", "--no-sync"],
+            stderr: directory.child("stderr"))
+        guard let line = try child.readLine(timeout: 60), let range = line.range(of: "http://") else {
+            child.kill(SIGKILL)
+            _ = child.wait()
+            throw ChildProcessError("serve printed no address")
+        }
+        return (child, String(line[range.lowerBound...]))
+    }
+
+    /// Waits (up to 60 s: a loaded machine) for `/readyz` to say ready.
+    func waitUntilReady(_ base: String) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let reply = try? await send("GET", base + "/readyz", timeout: 10), reply.status == 200 { return }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw ChildProcessError("serve did not get ready in 60 s")
+    }
+
+    /// Clients post numbered ops until the server stops answering once `load` says it was signalled;
+    /// returns the opIds acknowledged. Before the signal a failure is retried (a loaded machine may be
+    /// slow to answer); after it the client's pool would retry a refused connection until the request's
+    /// deadline, hence a short one.
+    func load(_ base: String, clients: Int, client: HTTPClient, state: LoadState) async -> [String] {
+        await withTaskGroup(of: [String].self) { group in
+            for c in 0..<clients {
+                group.addTask {
+                    var acked: [String] = []
+                    var r = 0
+                    while r < 100_000 {
+                        let lines = (0..<20).map { i in
+                            op("client.login", "u\(c)", ["device": "d\(r)-\(i)", "opId": "\(c)-\(r)-\(i)"])
+                        }
+                        let signalled = state.signalled
+                        let reply = try? await send(
+                            "POST", base + "/v1/ops", body: body(lines), timeout: signalled ? 3 : 60, client: client)
+                        guard let reply, reply.status == 200 else {
+                            if signalled { break }
+                            try? await Task.sleep(for: .milliseconds(50))
+                            continue
+                        }
+                        for record in reply.lines where record["kind"] == .string("event") {
+                            let line = Int(record["line"]?.intValue ?? 0)
+                            acked.append("\(c)-\(r)-\(line - 1)")
+                        }
+                        state.acknowledged(20)
+                        r += 1
+                    }
+                    return acked
+                }
+            }
+            var all: [String] = []
+            for await acked in group { all += acked }
+            return all
+        }
+    }
+
+    /// Waits until clients have had some ops acknowledged (at least `ops`, or 60 s), then signals.
+    func signalMidLoad(_ child: ChildProcess, _ state: LoadState, ops: Int, signals: Int) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while state.acknowledgedOps < ops && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        state.signal()
+        for _ in 0..<signals { child.kill(SIGTERM) }
+    }
+
+    func checkStore(_ path: String, acked: [String]) throws {
+        var options = Store.Options()
+        options.readOnly = true
+        let store = try Store(path: path, options: options, loadState: false)
+        let missing = try acked.filter { try store.seqOf(opId: Id($0)) == nil }
+        #expect(missing.isEmpty, "acknowledged but not stored: \(missing.prefix(5))")
+        let report = try store.audit()
+        #expect(report.ok)
+        #expect(report.seq == report.headSeq, "a clean stop leaves the projections at the head")
+    }
+
+    @Test func sigtermMidLoadCommitsEveryAcknowledgedOpAndExitsZero() async throws {
+        let directory = TemporaryDirectory("teamlog-serve")
+        let (child, base) = try startServe(directory)
+        try await waitUntilReady(base)
+        let client = wideClient()
+        let state = LoadState()
+        async let acked = load(base, clients: 16, client: client, state: state)
+        try await signalMidLoad(child, state, ops: 2_000, signals: 1)
+        let all = await acked
+        try await client.shutdown()
+        #expect(child.wait() == .exited(0))
+        #expect(all.count > 0)
+        try checkStore(directory.child("store"), acked: all)
+    }
+
+    @Test func aSecondSignalExitsAtOnceWithTheLogConsistent() async throws {
+        let directory = TemporaryDirectory("teamlog-serve")
+        let (child, base) = try startServe(directory)
+        try await waitUntilReady(base)
+        let client = wideClient()
+        let state = LoadState()
+        async let acked = load(base, clients: 16, client: client, state: state)
+        try await signalMidLoad(child, state, ops: 2_000, signals: 2)
+        let all = await acked
+        try await client.shutdown()
+        let status = child.wait()
+        #expect(status == .exited(0) || status == .exited(128 + SIGTERM), "\(status)")
+        // Whatever was acknowledged was durable before its answer; the log is whole (an unclean exit only
+        // leaves the projections behind, replayed at the next open).
+        var options = Store.Options()
+        options.readOnly = true
+        let store = try Store(path: directory.child("store"), options: options, loadState: false)
+        #expect(try all.allSatisfy { try store.seqOf(opId: Id($0)) != nil })
+        #expect(try store.audit().ok)
+    }
+}
+
+/// What the load's clients share: how many ops were acknowledged, and whether the server was signalled.
+final class LoadState: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var ops = 0
+    private var done = false
+
+    var signalled: Bool { monitor.locked { done } }
+    var acknowledgedOps: Int { monitor.locked { ops } }
+    func acknowledged(_ n: Int) { monitor.locked { ops += n } }
+    func signal() { monitor.locked { done = true } }
+}

@@ -1,0 +1,90 @@
+import TeamLog
+import TeamLogHTTP
+import TeamLogRuntime
+import TestSupport
+import Testing
+
+/// The records of responses that belong to the stream (every record with a seq, but `duplicate`).
+func streamable(_ replies: [Reply]) -> [String] {
+    replies.flatMap { reply in
+        reply.body.split(separator: "\n").map(String.init).filter { line in
+            let record = (try? JSONParser.parse(line)) ?? .null
+            return record["kind"] != .string("rejected") && record["kind"] != .string("duplicate")
+        }
+    }
+}
+
+@Suite(.serialized) struct RecordStreamTests {
+    @Test func aStreamResumedAfterADisconnectLosesAndRepeatsNothing() async throws {
+        let server = try await LiveServer()
+        var replies: [Reply] = []
+        replies.append(try await send("POST", server.base + "/v1/ops", body: body(exampleLines)))
+        // A subscriber from seq 1 leaves after 5 events.
+        let first = try await readEvents(server.base + "/v1/records?from=1") { $0.count >= 5 }
+        #expect(first.status == 200)
+        #expect(first.events.count == 5)
+        #expect(first.events.map(\.id) == [1, 2, 3, 4, 5])
+        // More ops while it is away; a live subscriber (from the next seq) sees them as they commit.
+        let head = try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? 0
+        async let live = readEvents(server.base + "/v1/records?from=\(head + 1)") { events in
+            events.contains { $0.id == UInt64(head) + 3 }
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        for i in 0..<3 {
+            replies.append(
+                try await send(
+                    "POST", server.base + "/v1/ops",
+                    body: op(
+                        "team.update", "alice",
+                        ["team": "ops", "fields": ["intro": "v\(i)"] as KeyValuePairs<String, Any>])))
+        }
+        let liveEvents = try await live.events
+        #expect(liveEvents.map(\.id) == [UInt64(head) + 1, UInt64(head) + 2, UInt64(head) + 3])
+        // Resume after the last event seen: the rest, no record lost or repeated.
+        let total = UInt64(head) + 3
+        let resumed = try await readEvents(server.base + "/v1/records", headers: [("Last-Event-ID", "5")]) { events in
+            events.last?.id == total
+        }
+        let seen = first.events + resumed.events
+        #expect(seen.compactMap(\.id) == Array(1...total))
+        #expect(seen.flatMap(\.data) == streamable(replies))
+        // `from` works the same as Last-Event-ID + 1.
+        let from = try await readEvents(server.base + "/v1/records?from=6") { $0.last?.id == total }
+        #expect(from.events == resumed.events)
+        try await server.stop()
+    }
+
+    @Test func aSeqOlderThanTheWindowIsGoneWithTheOldestKept() async throws {
+        var options = WriterService.Options()
+        options.store.noSync = true
+        options.streamWindow = 4
+        let server = try await LiveServer(options: options)
+        let reply = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        let head = reply.lines.compactMap { $0["seq"]?.intValue }.max() ?? 0
+        let gone = try await send("GET", server.base + "/v1/records?from=1")
+        #expect(gone.status == 410)
+        #expect(gone.json["error"]?["code"] == .string("gone"))
+        #expect(gone.json["error"]?["oldestSeq"] == .int(head - 3))
+        let kept = try await readEvents(server.base + "/v1/records?from=\(head - 3)") { $0.last?.id == UInt64(head) }
+        #expect(kept.events.compactMap(\.id) == (UInt64(head - 3)...UInt64(head)).map { $0 })
+        #expect(try await send("GET", server.base + "/v1/records?from=zero").status == 400)
+        try await server.stop()
+    }
+
+    @Test func theWindowKeepsTheLastSeqsAndWakesWaiters() async throws {
+        let window = RecordWindow(capacity: 3, nextSeq: 10)
+        #expect(window.read(from: 10) == .nothingYet)
+        #expect(window.read(from: 9) == .gone(oldest: 10))
+        async let woken: Void = window.wait(for: 10)
+        window.publish((10...14).map { RecordWindow.Entry(seq: $0, lines: Array("\($0)\n".utf8)) })
+        await woken
+        #expect(window.oldestSeq == 12)
+        #expect(window.read(from: 11) == .gone(oldest: 12))
+        #expect(
+            window.read(from: 13, limit: 5)
+                == .entries([13, 14].map { RecordWindow.Entry(seq: $0, lines: Array("\($0)\n".utf8)) }))
+        window.close()
+        #expect(window.read(from: 15) == .closed)
+        await window.wait(for: 100)  // returns at once once closed
+    }
+}

@@ -1,0 +1,288 @@
+import AsyncHTTPClient
+import Hummingbird
+import TeamLog
+import TeamLogHTTP
+import TeamLogRuntime
+import TeamLogStore
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The example workload with an explicit, increasing `ts` on every line (so a second run gives the same
+/// records and state whatever the wall clock says).
+func withTimes(_ lines: [String], from start: Int64 = 1_000) -> [String] {
+    lines.enumerated().map { i, line in
+        guard case .object(var pairs)? = try? JSONParser.parse(line) else { return line }
+        pairs.removeAll { $0.0 == "ts" }
+        pairs.append(("ts", .int(start + Int64(i))))
+        return JSONValue.object(pairs).jsonString
+    }
+}
+
+let exampleLines: [String] = withTimes(
+    [
+        op("team.create", "alice", ["team": "ops", "name": "Ops", "members": ["bob", "carol", "dave"]]),
+        op("team.addManagers", "alice", ["team": "ops", "targets": ["bob"]]),
+        op("member.setNotify", "carol", ["team": "ops", "state": "none"]),
+        op("member.setNotify", "dave", ["team": "ops", "state": "managerOnly"]),
+        #"{"op":"message.send","actor":"carol","to":{"type":"team","id":"ops"},"messageId":"m1","content":{"type":"text","text":"hi"},"needReceipt":true}"#,
+        #"{"op":"message.send","actor":"bob","to":{"type":"team","id":"ops"},"messageId":"m2","content":{"type":"text","text":"hey"},"mentions":["dave"]}"#,
+        #"{"op":"message.read","actor":"dave","to":{"type":"team","id":"ops"},"upTo":6}"#,
+        #"{"op":"message.receipt","actor":"bob","to":{"type":"team","id":"ops"},"messageIds":["m1"]}"#,
+        op("client.login", "bob", ["device": "phone"]),
+        op("channel.create", "bob", ["channel": "call1", "kind": "audio"]),
+        op("channel.join", "bob", ["channel": "call1", "device": "phone"]),
+        op("channel.invite", "bob", ["channel": "call1", "target": "carol", "requestId": "r1", "offline": true]),
+    ])
+
+/// The same lines through the CLI's path (a `Processor` over a store of its own): the records `ingest`
+/// prints, and the store to compare queries with.
+func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness) {
+    let h = try StoreHarness()
+    let records = try h.feed(lines)
+    return (records.map { $0.jsonString + "\n" }.joined(), h)
+}
+
+@Suite(.serialized) struct ServeTests {
+    @Test func opsAnswerTheCLIRecordsAndQueriesTheCLIShapes() async throws {
+        let server = try await LiveServer()
+        let (expected, cli) = try cliRun(exampleLines)
+        let reply = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        #expect(reply.status == 200)
+        #expect(reply.header("content-type") == "application/x-ndjson")
+        #expect(reply.body == expected)
+
+        let queries: [(String, JSONValue?)] = [
+            ("/v1/teams/ops", try cli.store.teamView("ops")),
+            ("/v1/users/dave/unread", try cli.store.unreadView("dave")),
+            ("/v1/messages/m1/receipts", try cli.store.receiptsView("m1")),
+            ("/v1/messages/m2", try cli.store.messageView("m2")),
+            ("/v1/channels/call1", try cli.store.channelView("call1")),
+        ]
+        for (path, view) in queries {
+            let answer = try await send("GET", server.base + path)
+            #expect(answer.status == 200, "\(path)")
+            #expect(answer.header("content-type") == "application/json")
+            #expect(answer.json == view, "\(path)")
+        }
+        let missing: [(String, String)] = [
+            ("/v1/teams/nope", "noSuchTeam"), ("/v1/messages/nope", "noSuchMessage"),
+            ("/v1/messages/m2/receipts", "noSuchMessage"), ("/v1/channels/nope", "noSuchChannel"),
+        ]
+        for (path, code) in missing {
+            let answer = try await send("GET", server.base + path)
+            #expect(answer.status == 404, "\(path)")
+            #expect(answer.json["error"]?["code"] == .string(code), "\(path)")
+        }
+        // emit=events prints only the event-level records; emit=none nothing; the store is the same.
+        let events = try await send(
+            "POST", server.base + "/v1/ops?emit=events",
+            body: op("team.create", "erin", ["team": "t2", "name": "T2", "ts": 5_000]))
+        #expect(events.lines.map { $0["kind"] } == [.string("event")])
+        let none = try await send(
+            "POST", server.base + "/v1/ops?emit=none", body: op("team.create", "erin", ["team": "t3", "name": "T3"]))
+        #expect(none.status == 200 && none.body.isEmpty)
+        #expect(try await send("GET", server.base + "/v1/teams/t3").status == 200)
+        #expect(try await send("POST", server.base + "/v1/ops?emit=some", body: "{}").status == 400)
+
+        let status = try await send("GET", server.base + "/v1/status")
+        #expect(status.json["headSeq"] == .int(Int64(exampleLines.count + 2)))
+        #expect(status.json["writerPid"] == .int(Int64(getpid())))
+        let log = try await send("GET", server.base + "/v1/log?team=ops")
+        let exported = try cli.store.exportLog(team: "ops") { _ in
+        } write: { _ in
+        }
+        #expect(exported == nil)
+        var cliLog: [UInt8] = []
+        _ = try cli.store.exportLog(team: "ops", write: { cliLog += $0 })
+        #expect(log.body == String(decoding: cliLog, as: UTF8.self))
+        let range = try await send("GET", server.base + "/v1/log?from=2&to=3")
+        #expect(range.lines.count == 2)
+        try await server.stop()
+    }
+
+    @Test func aQueryAfterAResponseSeesItsWrites() async throws {
+        let server = try await LiveServer()
+        _ = try await send("POST", server.base + "/v1/ops", body: op("team.create", "o", ["team": "rw", "name": "RW"]))
+        for i in 0..<25 {
+            let user = "u\(i)"
+            let reply = try await send(
+                "POST", server.base + "/v1/ops", body: op("team.invite", "o", ["team": "rw", "targets": [user]]))
+            #expect(reply.lines.first?["kind"] == .string("event"))
+            let team = try await send("GET", server.base + "/v1/teams/rw")
+            #expect(team.json["memberCount"] == .int(Int64(i + 2)), "after inviting \(user)")
+            let unread = try await send("GET", server.base + "/v1/users/\(user)/unread")
+            #expect(unread.status == 200)
+        }
+        try await server.stop()
+    }
+
+    @Test func atSeqAnswersAsOfThatSeq() async throws {
+        let server = try await LiveServer()
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        let (_, cli) = try cliRun(Array(exampleLines.prefix(1)))
+        let first = try await send("GET", server.base + "/v1/teams/ops?at=1")
+        #expect(first.status == 200)
+        #expect(first.json == (try cli.store.teamView("ops")))
+        #expect(first.json["members"]?.arrayValue?.count == 4)
+        let now = try await send("GET", server.base + "/v1/teams/ops")
+        #expect(now.json != first.json)
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=999").status == 400)
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=x").status == 400)
+        #expect(try await send("GET", server.base + "/v1/messages/m1?at=4").status == 404)
+        #expect(try await send("GET", server.base + "/v1/messages/m1?at=5").status == 200)
+        try await server.stop()
+    }
+
+    @Test func writesNeedTheTokenAndReadsToWithProtectReads() async throws {
+        var config = ServerConfiguration()
+        config.token = "s3cret-token"
+        let server = try await LiveServer(configuration: config)
+        let line = op("team.create", "a", ["team": "auth", "name": "A"])
+        let none = try await send("POST", server.base + "/v1/ops", body: line)
+        #expect(none.status == 401)
+        #expect(none.json["error"]?["code"] == .string("unauthorized"))
+        #expect(!none.body.contains("s3cret"))
+        let wrong = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret-tokeN")])
+        #expect(wrong.status == 401)
+        let short = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret")])
+        #expect(short.status == 401)
+        let right = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Authorization", "Bearer s3cret-token")])
+        #expect(right.status == 200)
+        #expect(try await send("GET", server.base + "/v1/teams/auth").status == 200)  // reads open
+        let metrics = try await send("GET", server.base + "/metrics")
+        #expect(!metrics.body.contains("s3cret"))
+        try await server.stop()
+
+        config.protectReads = true
+        let protected = try await LiveServer(configuration: config)
+        #expect(try await send("GET", protected.base + "/v1/teams/auth").status == 401)
+        #expect(try await send("GET", protected.base + "/v1/status").status == 401)
+        #expect(
+            try await send("GET", protected.base + "/v1/status", headers: [("Authorization", "Bearer s3cret-token")])
+                .status == 200)
+        #expect(try await send("GET", protected.base + "/healthz").status == 200)
+        try await protected.stop()
+    }
+
+    @Test func badRequestsGetTheirStatusAndNeverWedgeTheServer() async throws {
+        var config = ServerConfiguration()
+        config.bodyLimit = 4096
+        let server = try await LiveServer(configuration: config)
+        let big = String(repeating: op("team.create", "a", ["team": "big", "name": "B"]) + "\n", count: 200)
+        let tooLarge = try await send("POST", server.base + "/v1/ops", body: big)
+        #expect(tooLarge.status == 413)
+        #expect(tooLarge.json["error"]?["code"] == .string("payloadTooLarge"))
+        let wrongMethod = try await send("PUT", server.base + "/v1/ops", body: "{}")
+        #expect(wrongMethod.status == 405)
+        #expect(wrongMethod.header("allow") == "POST")
+        #expect(try await send("POST", server.base + "/v1/teams/x").status == 405)
+        let unknown = try await send("GET", server.base + "/v2/nothing")
+        #expect(unknown.status == 404)
+        #expect(unknown.json["error"]?["code"] == .string("notFound"))
+        // Malformed lines are records, not HTTP errors; the numbering is the body's.
+        let mixed = try await send(
+            "POST", server.base + "/v1/ops",
+            body: "not json\n\n" + op("team.create", "a", ["team": "ok", "name": "OK"])
+                + "\r\n{\"op\":\"nope\",\"actor\":\"a\"}")
+        #expect(mixed.status == 200)
+        let kinds = mixed.lines.map { ($0["kind"]?.stringValue ?? "", $0["line"]) }
+        #expect(kinds.count >= 3)
+        #expect(kinds[0].0 == "rejected" && kinds[0].1 == .int(1))
+        #expect(mixed.lines[0]["code"] == .string("badJSON"))
+        #expect(kinds.contains { $0.0 == "event" && $0.1 == .int(3) })
+        #expect(mixed.lines.last?["code"] == .string("unknownOp") && mixed.lines.last?["line"] == .int(4))
+        #expect(try await send("GET", server.base + "/healthz").status == 200)
+        #expect(try await send("GET", server.base + "/readyz").json["ready"] == .bool(true))
+        try await server.stop()
+    }
+
+    @Test func metricsCountOpsCommitsAndRequests() async throws {
+        let server = try await LiveServer()
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines + ["nope", exampleLines[0]]))
+        _ = try await send("GET", server.base + "/v1/teams/ops")
+        _ = try await send("GET", server.base + "/v1/teams/none")
+        let text = try await send("GET", server.base + "/metrics")
+        #expect(text.status == 200)
+        #expect(text.header("content-type")?.hasPrefix("text/plain") == true)
+        let body = text.body
+        #expect(body.contains("teamlog_ops_accepted_total \(exampleLines.count)"))
+        #expect(body.contains("teamlog_ops_rejected_total{code=\"badJSON\"} 1"))
+        #expect(body.contains("teamlog_ops_duplicates_total 0") || body.contains("teamlog_ops_duplicates_total"))
+        #expect(body.contains("teamlog_commit_duration_seconds_count 1"))
+        #expect(body.contains("teamlog_commit_batch_ops_sum \(exampleLines.count + 2)"))
+        #expect(body.contains("teamlog_checkpoint_lag_events"))
+        #expect(body.contains("teamlog_store_bytes{env=\"log\"}"))
+        #expect(body.contains("teamlog_working_set_hit_ratio "))
+        #expect(body.contains("teamlog_working_set_budget_bytes \(Double(Store.defaultCacheBytes))"))
+        #expect(
+            body.contains(
+                "teamlog_http_request_duration_seconds_count{route=\"/v1/teams/{team}\",method=\"GET\",status=\"404\"} 1"
+            ))
+        #expect(
+            body.contains(
+                "teamlog_http_request_duration_seconds_count{route=\"/v1/ops\",method=\"POST\",status=\"200\"} 1"))
+        try await server.stop()
+    }
+
+    @Test func readinessAndAStoreThatCannotOpen() async throws {
+        // Another writer holds the store: the server answers, but is not ready, and says why.
+        let dir = TemporaryDirectory("teamlog-http")
+        var options = Store.Options()
+        options.noSync = true
+        let holder = try Store(path: dir.child("store"), options: options)
+        defer { holder.close() }
+        let server = try await LiveServer(directory: dir)
+        let ready = try await send("GET", server.base + "/readyz")
+        #expect(ready.status == 503)
+        #expect(ready.json["state"] == .string("failed"))
+        #expect(try await send("GET", server.base + "/healthz").status == 200)
+        let post = try await send("POST", server.base + "/v1/ops", body: exampleLines[0])
+        #expect(post.status == 503)
+        try await server.stop()
+    }
+}
+
+@Suite(.serialized) struct SlowClientTests {
+    /// A client that sends half a body and stalls holds no one up: the writer only ever sees whole bodies,
+    /// so other clients' requests commit and are answered meanwhile.
+    @Test func aStalledUploadDoesNotStallOtherClientsCommits() async throws {
+        let server = try await LiveServer()
+        let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream()
+        continuation.yield(ByteBuffer(string: op("team.create", "slow", ["team": "slow", "name": "S"]) + "\n"))
+        let stalled = Task {
+            var request = HTTPClientRequest(url: server.base + "/v1/ops")
+            request.method = .POST
+            request.body = .stream(stream, length: .unknown)
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(120))
+            return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 20)))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        // While the upload stalls, other clients' ops commit and are answered (a writer that waited for the
+        // stalled body would answer none of them: each request would time out).
+        for i in 0..<5 {
+            let reply = try await send(
+                "POST", server.base + "/v1/ops", body: op("team.create", "fast", ["team": "fast\(i)", "name": "F"]),
+                timeout: 60)
+            #expect(reply.lines.first?["kind"] == .string("event"))
+        }
+        #expect(try await send("GET", server.base + "/v1/teams/fast4").status == 200)
+        #expect(try await send("GET", server.base + "/v1/teams/slow").status == 404)  // not sent whole yet
+        // The upload ends: its ops are decided then, after the others.
+        continuation.yield(ByteBuffer(string: op("team.invite", "slow", ["team": "slow", "targets": ["x"]]) + "\n"))
+        continuation.finish()
+        let (status, records) = try await stalled.value
+        #expect(status == 200)
+        #expect(records.contains("\"seq\":6,"))
+        #expect(try await send("GET", server.base + "/v1/teams/slow").status == 200)
+        try await server.stop()
+    }
+}
