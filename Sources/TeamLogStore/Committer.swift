@@ -177,16 +177,9 @@ final class WriterThread: @unchecked Sendable {
     private var stopping = false
     private var thread: JoinableThread?
 
-    /// `nil` when no thread can be started (the store then writes in place). A `background` writer (the
-    /// checkpointer) runs at a lower priority: its work is off every line's path, and on a machine with few
-    /// cores it would otherwise take them from the store's and the committer's threads.
-    init?(background: Bool = false) {
-        guard
-            let started = startThread({
-                if background { lowerThisThreadsPriority(by: 10) }
-                self.loop()
-            })
-        else { return nil }
+    /// `nil` when no thread can be started (the store then writes in place).
+    init?() {
+        guard let started = startThread({ self.loop() }) else { return nil }
         thread = started
     }
 

@@ -37,7 +37,7 @@ extension Store {
         world.clearChanges()
         opsSinceCheckpoint = 0
         lastCheckpointMs = MonotonicClock.milliseconds()
-        if checkpointer == nil { checkpointer = WriterThread(background: true) }
+        if checkpointer == nil { checkpointer = WriterThread() }
         if let checkpointer {
             checkpointer.start(checkpoint)
         } else {

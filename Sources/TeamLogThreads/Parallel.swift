@@ -147,14 +147,3 @@ public final class ChunkQueue<T>: @unchecked Sendable {
         monitor.locked { spent.append(chunk) }
     }
 }
-
-/// Lowers the calling thread's scheduling priority by `niceness` (Linux: nice values are per thread), so
-/// background work — writing checkpoints — yields the cores to the threads a line's latency waits on.
-/// Does nothing where that is not possible.
-public func lowerThisThreadsPriority(by niceness: Int32) {
-    #if canImport(Glibc)
-        let which = __priority_which_t(PRIO_PROCESS.rawValue)
-        let current = getpriority(which, 0)
-        _ = setpriority(which, 0, current + niceness)
-    #endif
-}

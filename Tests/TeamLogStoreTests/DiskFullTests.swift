@@ -44,7 +44,8 @@ import Testing
     /// Whether this process may mount a tmpfs (tried once).
     static let canMount: Bool = Tmpfs(size: "1m") != nil
 
-    /// The workload, smaller: message-heavy, so a 2 MiB tmpfs fills after a few thousand ops.
+    /// The workload, smaller: message-heavy, so a 2 MiB tmpfs fills after a few thousand ops (12,000 are
+    /// fed: the log must meet the full disk whatever the projections' share of it).
     static func workload(_ count: Int) -> [UInt8] {
         var o = MixedWorkload.Options()
         o.seed = 21
@@ -70,7 +71,7 @@ import Testing
         let fs = try #require(Tmpfs(size: "2m"))
         let work = TemporaryDirectory("diskfull-input")
         let input = work.child("w.jsonl")
-        try CrashSafetyTests.writeFile(input, Self.workload(6_000))
+        try CrashSafetyTests.writeFile(input, Self.workload(12_000))
         let store = fs.path + "/st"
 
         // 1. The disk fills: exit 2, the cause named with the store's path, and only committed records printed.
@@ -117,7 +118,7 @@ import Testing
         let fs = try #require(Tmpfs(size: "2m"))
         let work = TemporaryDirectory("diskfull-api")
         let input = work.child("w.jsonl")
-        try CrashSafetyTests.writeFile(input, Self.workload(6_000))
+        try CrashSafetyTests.writeFile(input, Self.workload(12_000))
         let path = fs.path + "/st"
         var sunk: [UInt8] = []
         var thrown: (any Error)?
