@@ -35,26 +35,13 @@ struct Ingest: ParsableCommand {
     @Option(help: "Stream mode: commit at the latest this many ms after the first uncommitted op.")
     var flushMs: Int = 10
 
-    @Flag(help: "Wait for another writer of the store to finish instead of failing.")
-    var wait = false
-
     @Flag(
         help:
             "Verify the whole log's hash chain before appending (an open otherwise checks only the log after the projections' checkpoint; `audit` checks it all)."
     )
     var verifyChain = false
 
-    @Option(help: "Write the projections' checkpoint after this many ops (the log is durable at every commit).")
-    var checkpointOps: Int = Store.Options().checkpointOps
-
-    @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
-    var checkpointMs: Int = Store.Options().checkpointMs
-
-    @Option(
-        help:
-            "The working set's budget in MiB: projections beyond it are evicted (clean ones, after each checkpoint) and loaded again when needed."
-    )
-    var cacheMb: Int = Store.defaultCacheBytes >> 20
+    @OptionGroup var writer: WriterOptions
 
     @OptionGroup var settings: SettingsOptions
 
@@ -63,10 +50,6 @@ struct Ingest: ParsableCommand {
             throw ValidationError("--emit must be all, events or none")
         }
         guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
-        guard checkpointOps > 0, checkpointMs >= 0 else {
-            throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
-        }
-        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
         let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
@@ -74,11 +57,8 @@ struct Ingest: ParsableCommand {
         var storeOpts = Store.Options()
         storeOpts.noSync = noSync
         storeOpts.verifyChainAtOpen = verifyChain
-        storeOpts.waitForWriter = wait
         storeOpts.requestedConfig = settings.request
-        storeOpts.checkpointOps = checkpointOps
-        storeOpts.checkpointMs = checkpointMs
-        storeOpts.cacheBytes = cacheMb << 20
+        try writer.apply(to: &storeOpts)
         let store: Store
         do { store = try Store(path: storeOptions.path, options: storeOpts) } catch {
             throw cannotOpen(storeOptions.path, error)

@@ -46,20 +46,7 @@ struct Serve: AsyncParsableCommand {
     @Flag(help: "Skip fsync at commit (tests and benchmarks: a crash may lose acknowledged ops).")
     var noSync = false
 
-    @Flag(help: "Wait for another writer of the store to finish instead of failing.")
-    var wait = false
-
-    @Option(help: "Write the projections' checkpoint after this many ops.")
-    var checkpointOps: Int = Store.Options().checkpointOps
-
-    @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
-    var checkpointMs: Int = Store.Options().checkpointMs
-
-    @Option(
-        help:
-            "The working set's budget in MiB: projections beyond it are evicted (clean ones, after each checkpoint) and loaded again when needed."
-    )
-    var cacheMb: Int = Store.defaultCacheBytes >> 20
+    @OptionGroup var writer: WriterOptions
 
     @OptionGroup var settings: SettingsOptions
 
@@ -68,8 +55,8 @@ struct Serve: AsyncParsableCommand {
         (config.host, config.port) = try Self.parseListen(listen)
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
-        guard bodyLimit > 0, streamWindow > 0, batchSize > 0, checkpointOps > 0, checkpointMs >= 0 else {
-            throw ValidationError("--body-limit, --stream-window, --batch-size and --checkpoint-ops must be positive")
+        guard bodyLimit > 0, streamWindow > 0, batchSize > 0 else {
+            throw ValidationError("--body-limit, --stream-window and --batch-size must be positive")
         }
         if let tokenFile {
             let token = try Self.readToken(tokenFile)
@@ -78,12 +65,8 @@ struct Serve: AsyncParsableCommand {
         }
         var options = WriterService.Options()
         options.store.noSync = noSync
-        options.store.waitForWriter = wait
         options.store.requestedConfig = settings.request
-        options.store.checkpointOps = checkpointOps
-        options.store.checkpointMs = checkpointMs
-        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
-        options.store.cacheBytes = cacheMb << 20
+        try writer.apply(to: &options.store)
         options.batchSize = batchSize
         options.streamWindow = streamWindow
 

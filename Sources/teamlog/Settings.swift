@@ -21,6 +21,37 @@ struct SettingsOptions: ParsableArguments {
     }
 }
 
+/// How a writer (`ingest`, `serve`) runs its store: waiting for another writer, the checkpoint interval and
+/// the working set's budget.
+struct WriterOptions: ParsableArguments {
+    @Flag(help: "Wait for another writer of the store to finish instead of failing.")
+    var wait = false
+
+    @Option(help: "Write the projections' checkpoint after this many ops (the log is durable at every commit).")
+    var checkpointOps: Int = Store.Options().checkpointOps
+
+    @Option(help: "Write the projections' checkpoint at the first commit this many ms after the last one.")
+    var checkpointMs: Int = Store.Options().checkpointMs
+
+    @Option(
+        help:
+            "The working set's budget in MiB: projections beyond it are evicted (clean ones, after each checkpoint) and loaded again when needed."
+    )
+    var cacheMb: Int = Store.defaultCacheBytes >> 20
+
+    /// Checks the values and sets them on `options`.
+    func apply(to options: inout Store.Options) throws {
+        guard checkpointOps > 0, checkpointMs >= 0 else {
+            throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
+        }
+        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
+        options.waitForWriter = wait
+        options.checkpointOps = checkpointOps
+        options.checkpointMs = checkpointMs
+        options.cacheBytes = cacheMb << 20
+    }
+}
+
 /// `teamlog info`: the store's settings and where its log stands.
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
