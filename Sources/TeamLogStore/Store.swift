@@ -16,8 +16,9 @@ public import TeamLog
 /// (`proj/`) holds the projection tables and the checkpoint they are at; every `checkpointOps` ops or
 /// `checkpointMs` ms the records changed since the last checkpoint (each once) are written there with
 /// the new checkpoint in one transaction, by a second writer thread, after the log batch they reach is
-/// durable. Opening the store loads the projections and replays the log after their checkpoint, so a
-/// crash at any point recovers exactly (docs/store-design.md).
+/// durable. Opening the store loads nothing of them but presence, channels and offline queues, and replays
+/// the log after their checkpoint, so a crash at any point recovers exactly; everything else an op needs is
+/// loaded when it needs it and evicted beyond a budget (`WorkingSet`, docs/store-design.md).
 public final class Store {
     /// How to open a store.
     public struct Options: Sendable {

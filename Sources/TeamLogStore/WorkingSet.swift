@@ -46,7 +46,7 @@ public struct WorkingSetStats: Sendable, Equatable {
     public var evictions = 0
     /// Sweeps run (checkpoints at which the resident state was over budget).
     public var sweeps = 0
-    /// The resident state's estimated size after the last sweep check, in bytes.
+    /// The resident state's estimated size, in bytes (filled in by `Store.workingSetStats`).
     public var residentBytes = 0
     /// The budget, in bytes.
     public var budgetBytes = 0
@@ -242,7 +242,6 @@ extension Store {
     func evictIfOverBudget() {
         let budget = workingSet.budgetBytes
         var estimate = world.residentBytesEstimate
-        workingSet.stats.residentBytes = estimate
         // Units looked up but never made (rejected ops, unused tip ids) leave entries behind; drop them
         // when they outnumber the resident units.
         let residentUnits =
@@ -278,7 +277,6 @@ extension Store {
             if estimate <= target { break }
         }
         workingSet.previousSweepSeq = world.lastSeq
-        workingSet.stats.residentBytes = world.residentBytesEstimate
     }
 
     /// Debug check after an op: every record it changed (`changes`, set apart from the batch's) belongs

@@ -251,7 +251,7 @@ extension World {
         _ id: Id, _ seq: UInt64, index: Int = 0, nim: NIMTipView?, zim: ZIMTipView?, text: String,
         removed: [Id] = [], into out: inout [Output]
     ) {
-        let messageId: Id = index == 0 ? "tip-\(seq)" : "tip-\(seq).\(index)"
+        let messageId = Self.tipId(seq: seq, index: index)
         let tip = Tip(seq: seq, team: id, messageId: messageId, nim: nim, zim: zim, text: text)
         out.append(.tip(tip))
         deliverTip(tip, actor: currentActor, ts: lastTs, removed: removed, into: &out)

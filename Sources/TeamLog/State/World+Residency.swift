@@ -111,8 +111,11 @@ extension World {
     }
 
     /// The id of the `index`th tip the next event stores.
-    private func tipId(_ index: Int) -> Id {
-        index == 0 ? "tip-\(lastSeq + 1)" : "tip-\(lastSeq + 1).\(index)"
+    private func tipId(_ index: Int) -> Id { Self.tipId(seq: lastSeq + 1, index: index) }
+
+    /// The message id of the `index`th tip an event stores (`tip-SEQ`, then `tip-SEQ.1`).
+    static func tipId(seq: UInt64, index: Int) -> Id {
+        index == 0 ? "tip-\(seq)" : "tip-\(seq).\(index)"
     }
 
     /// Whether `key` is resident: its entry is here (and, for a reader, whether they sent a receipt is known).
@@ -200,14 +203,20 @@ extension World {
         }
     }
 
+    /// Per-entry sizes of the estimate, in bytes: an entry with its dictionary overhead; a message with
+    /// its content at an average size.
+    private enum EntryBytes {
+        static let team = 512, member = 112, conv = 112, userConv = 160, message = 320, receipt = 128, reader = 64
+    }
+
     /// The estimated size of one resident unit (as counted by `residentBytesEstimate`).
     public func residentBytesEstimate(of key: ResidentKey) -> Int {
         switch key {
-        case .team(let id): teams[id].map { 512 + $0.slots.count * 112 } ?? 0
-        case .conv(let key): convs[key] == nil ? 0 : 112
-        case .userConv(let user, let key): userConvs[user]?[key] == nil ? 0 : 160
-        case .message(let id): messages[id] == nil ? 0 : 320
-        case .receipt(let id): receipts[id].map { 128 + $0.readers.count * 64 } ?? 0
+        case .team(let id): teams[id].map { EntryBytes.team + $0.slots.count * EntryBytes.member } ?? 0
+        case .conv(let key): convs[key] == nil ? 0 : EntryBytes.conv
+        case .userConv(let user, let key): userConvs[user]?[key] == nil ? 0 : EntryBytes.userConv
+        case .message(let id): messages[id] == nil ? 0 : EntryBytes.message
+        case .receipt(let id): receipts[id].map { EntryBytes.receipt + $0.readers.count * EntryBytes.reader } ?? 0
         case .receiptRead: 0
         }
     }
@@ -217,7 +226,8 @@ extension World {
     public var residentBytesEstimate: Int {
         var members = 0
         for team in teams.values { members += team.slots.count }
-        return teams.count * 512 + members * 112 + convs.count * 112 + userConvCount * 160 + messages.count * 320
-            + receipts.count * 128 + residentReaders * 64
+        return teams.count * EntryBytes.team + members * EntryBytes.member + convs.count * EntryBytes.conv
+            + userConvCount * EntryBytes.userConv + messages.count * EntryBytes.message
+            + receipts.count * EntryBytes.receipt + residentReaders * EntryBytes.reader
     }
 }
