@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "TeamLogStore", targets: ["TeamLogStore"]),
         .library(name: "TeamLogRuntime", targets: ["TeamLogRuntime"]),
         .library(name: "LMDB", targets: ["LMDB"]),
+        .library(name: "NATS", targets: ["NATS"]),
         .executable(name: "teamlog", targets: ["teamlog"]),
     ],
     dependencies: [
@@ -46,8 +47,17 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CNATS",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
         // MARK: The safe wrapper: the only target that imports CLMDB
         .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
+        // MARK: The safe NATS / JetStream client: the only target that imports CNATS
+        .target(name: "NATS", dependencies: ["CNATS"], swiftSettings: swiftSettings),
+        // MARK: Real nats-server processes (single node and cluster) for tests, the demo and benchmarks
+        .target(name: "NATSServer", swiftSettings: swiftSettings),
         // MARK: The pure domain
         .target(name: "TeamLog", swiftSettings: swiftSettings),
         // MARK: Seeded workloads (demo, property tests, benchmarks)
@@ -137,6 +147,8 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(name: "LMDBTests", dependencies: ["LMDB", "TestSupport"], swiftSettings: swiftSettings),
+        .testTarget(
+            name: "NATSTests", dependencies: ["NATS", "NATSServer", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(name: "TeamLogTests", dependencies: ["TeamLog", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TeamLogStoreTests",

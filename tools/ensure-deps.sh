@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what teamlog needs on Debian when it is missing: LMDB's headers and library (liblmdb-dev), and
-# SQLite's (libsqlite3-dev), which only teamlog-bench's per-recipient-row baseline links; and python3's
-# jsonschema and pyyaml (pip) for the OpenAPI test.
+# SQLite's (libsqlite3-dev), which only teamlog-bench's per-recipient-row baseline links; the NATS C client
+# (libnats-dev) and nats-server, which the NATS target links and its tests run; and python3's jsonschema and
+# pyyaml (pip) for the OpenAPI test.
 set -euo pipefail
 missing=()
 if ! pkg-config --exists lmdb 2>/dev/null && [ ! -f /usr/include/lmdb.h ]; then missing+=(liblmdb-dev); fi
 if ! pkg-config --exists sqlite3 2>/dev/null && [ ! -f /usr/include/sqlite3.h ]; then missing+=(libsqlite3-dev); fi
+if ! pkg-config --exists libnats 2>/dev/null; then missing+=(libnats-dev); fi
+if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then missing+=(nats-server); fi
 if ! command -v pkg-config >/dev/null 2>&1; then missing+=(pkg-config); fi
 # TeamLogHTTPTests checks the server's responses against docs/openapi.yaml with python3's jsonschema.
 if ! python3 -c 'import jsonschema, yaml' >/dev/null 2>&1; then

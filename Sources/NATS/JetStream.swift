@@ -1,0 +1,408 @@
+internal import CNATS
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+// Design:
+// - `JetStream` owns a `jsCtx` (destroyed in `deinit`) and holds its connection. Every API call and
+//   synchronous publish is bounded by the context's timeout; stream and stored-message lookups map "not
+//   found" to `false`/`nil` rather than errors.
+// - Asynchronous publishes (`publishAsync`) are tracked by libnats; failures (server errors, or no ack in
+//   time) arrive on a library thread through the context's error handler, which records them in a sink.
+//   `waitForPublishes` waits for every ack (`js_PublishAsyncComplete`) and then throws the recorded
+//   failures (code `.publishFailed`, the first one's text, how many). The sink is retained by the C
+//   context; it is released in `deinit` only when no publish can still be in flight (after a successful
+//   `waitForPublishes`), else it is deliberately leaked (a few bytes) rather than freed under a late
+//   callback.
+// - Pull consumers are durable and created explicitly (`js_AddConsumer`) when absent, then bound to by
+//   name, so destroying or recreating the subscription never deletes the consumer: what was acked stays
+//   acked, what was not is redelivered after `ackWait`. Acks publish "+ACK" to the delivery's reply
+//   subject on the same connection as the fetches, so a later fetch is always processed after them.
+
+/// A JetStream context: streams, publishing with acknowledgements, pull consumers and stored messages.
+public final class JetStream: @unchecked Sendable {
+    /// A stream to create when absent.
+    public struct StreamConfig: Sendable {
+        /// The stream's name.
+        public var name: String
+        /// The subjects it stores (wildcards allowed).
+        public var subjects: [String]
+        /// How many servers keep a copy (1, 3 or 5 in a cluster).
+        public var replicas = 1
+        /// How long a `msgId` is remembered for de-duplication, in seconds.
+        public var duplicateWindowSeconds = 120
+        /// File storage (survives restarts) or memory storage.
+        public var fileStorage = true
+
+        /// A stream named `name` over `subjects`, with the defaults above.
+        public init(name: String, subjects: [String]) {
+            self.name = name
+            self.subjects = subjects
+        }
+    }
+
+    /// The server's acknowledgement of a stored message.
+    public struct PubAck: Sendable, Equatable {
+        /// The stream that stored it.
+        public var stream: String
+        /// Its sequence in the stream (the original one when `duplicate`).
+        public var sequence: UInt64
+        /// Whether the server recognized the `msgId` and did not store it again.
+        public var duplicate: Bool
+    }
+
+    /// A stream's current contents.
+    public struct StreamState: Sendable, Equatable {
+        /// Messages stored.
+        public var messages: UInt64
+        /// Bytes stored.
+        public var bytes: UInt64
+        /// The first stored sequence (0 when empty).
+        public var firstSequence: UInt64
+        /// The last sequence assigned (0 when nothing was ever stored).
+        public var lastSequence: UInt64
+        /// How many consumers it has.
+        public var consumers: Int
+    }
+
+    /// The connection this context publishes and subscribes on.
+    public let connection: NATSConnection
+    let ctx: OpaquePointer
+    private let sink: Unmanaged<AsyncErrorSink>
+    private let state = Lock()
+    private var asyncInFlight = false
+    /// The timeout of every JetStream API call, in milliseconds.
+    public let timeoutMs: Int
+
+    init(connection: NATSConnection, timeoutMs: Int, maxPendingAsync: Int) throws {
+        self.connection = connection
+        self.timeoutMs = timeoutMs
+        var opts = jsOptions()
+        try check(jsOptions_Init(&opts), "jsOptions_Init")
+        opts.Wait = Int64(timeoutMs)
+        opts.PublishAsync.MaxPending = Int64(maxPendingAsync)
+        opts.PublishAsync.StallWait = Int64(timeoutMs)
+        let sink = Unmanaged.passRetained(AsyncErrorSink())
+        opts.PublishAsync.ErrHandlerClosure = sink.toOpaque()
+        opts.PublishAsync.ErrHandler = { _, pae, closure in
+            guard let pae, let closure else { return }
+            let subject = pae.pointee.Msg.flatMap { natsMsg_GetSubject($0).map { String(cString: $0) } } ?? "?"
+            let text = pae.pointee.ErrText.map { String(cString: $0) } ?? ""
+            var error = NATSError.from(pae.pointee.Err, "js_PublishAsync \(subject)", jsCode: pae.pointee.ErrCode)
+            if !text.isEmpty { error.message = text }
+            Unmanaged<AsyncErrorSink>.fromOpaque(closure).takeUnretainedValue().record(error)
+        }
+        var handle: OpaquePointer?
+        let status = natsConnection_JetStream(&handle, connection.nc, &opts)
+        guard status == NATS_OK, let handle else {
+            sink.release()
+            throw NATSError.from(status, "natsConnection_JetStream")
+        }
+        ctx = handle
+        self.sink = sink
+    }
+
+    deinit {
+        jsCtx_Destroy(ctx)
+        if !asyncInFlight { sink.release() }
+    }
+
+    // MARK: Streams
+
+    /// Creates the stream when absent; leaves an existing one as it is (returns whether it created it).
+    @discardableResult
+    public func ensureStream(_ config: StreamConfig) throws -> Bool {
+        if try streamState(config.name) != nil { return false }
+        let arena = CStringArena()
+        var cfg = jsStreamConfig()
+        try check(jsStreamConfig_Init(&cfg), "jsStreamConfig_Init")
+        cfg.Name = arena(config.name)
+        var subjects: [UnsafePointer<CChar>?] = config.subjects.map { arena($0) }
+        cfg.SubjectsLen = Int32(subjects.count)
+        cfg.Replicas = Int64(config.replicas)
+        cfg.Duplicates = Int64(config.duplicateWindowSeconds) * 1_000_000_000
+        cfg.Storage = config.fileStorage ? js_FileStorage : js_MemoryStorage
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var jsCode = jsErrCode(rawValue: 0)
+        let status = subjects.withUnsafeMutableBufferPointer { buffer in
+            cfg.Subjects = buffer.baseAddress
+            return js_AddStream(&info, ctx, &cfg, nil, &jsCode)
+        }
+        withExtendedLifetime(arena) {}
+        if let info { jsStreamInfo_Destroy(info) }
+        if status != NATS_OK && jsCode == JSStreamNameExistErr { return false }  // created concurrently
+        try check(status, jsCode, "js_AddStream \(config.name)")
+        return true
+    }
+
+    /// The stream's state, or `nil` when there is no such stream.
+    public func streamState(_ stream: String) throws -> StreamState? {
+        var info: UnsafeMutablePointer<jsStreamInfo>?
+        var jsCode = jsErrCode(rawValue: 0)
+        let status = js_GetStreamInfo(&info, ctx, stream, nil, &jsCode)
+        if status == NATS_NOT_FOUND || jsCode == JSStreamNotFoundErr { return nil }
+        try check(status, jsCode, "js_GetStreamInfo \(stream)")
+        guard let info else { return nil }
+        defer { jsStreamInfo_Destroy(info) }
+        let s = info.pointee.State
+        return StreamState(
+            messages: s.Msgs, bytes: s.Bytes, firstSequence: s.FirstSeq, lastSequence: s.LastSeq,
+            consumers: Int(s.Consumers))
+    }
+
+    /// The last sequence stored in `stream` (0 when empty); `.notFound` when there is no such stream.
+    public func streamLastSequence(_ stream: String) throws -> UInt64 {
+        guard let state = try streamState(stream) else {
+            throw NATSError(code: .notFound, message: "stream not found", context: "js_GetStreamInfo \(stream)")
+        }
+        return state.lastSequence
+    }
+
+    /// Deletes the stream and everything in it; `.notFound` when there is no such stream.
+    public func deleteStream(_ name: String) throws {
+        var jsCode = jsErrCode(rawValue: 0)
+        try check(js_DeleteStream(ctx, name, nil, &jsCode), jsCode, "js_DeleteStream \(name)")
+    }
+
+    // MARK: Publishing
+
+    /// Publishes to JetStream and waits for the stored acknowledgement. With `msgId`, a repeat within the
+    /// stream's duplicate window is not stored again (`duplicate` is true and `sequence` the original's).
+    public func publish(
+        _ subject: String, _ data: [UInt8], msgId: String? = nil, headers: [(String, String)] = [],
+        timeoutMs: Int = 5_000
+    ) throws -> PubAck {
+        let arena = CStringArena()
+        var opts = jsPubOptions()
+        try check(jsPubOptions_Init(&opts), "jsPubOptions_Init")
+        opts.MaxWait = Int64(timeoutMs)
+        opts.MsgId = arena.optional(msgId)
+        var ack: UnsafeMutablePointer<jsPubAck>?
+        var jsCode = jsErrCode(rawValue: 0)
+        let status: natsStatus
+        if headers.isEmpty {
+            status = data.withUnsafeBytes {
+                js_Publish(&ack, ctx, subject, $0.baseAddress, Int32($0.count), &opts, &jsCode)
+            }
+        } else {
+            let msg = try makeMessage(subject, data, headers: headers)
+            defer { natsMsg_Destroy(msg) }
+            status = js_PublishMsg(&ack, ctx, msg, &opts, &jsCode)
+        }
+        withExtendedLifetime(arena) {}
+        try check(status, jsCode, "js_Publish \(subject)")
+        guard let ack else {
+            throw NATSError(code: .illegalState, message: "no acknowledgement", context: "js_Publish \(subject)")
+        }
+        defer { jsPubAck_Destroy(ack) }
+        return PubAck(
+            stream: ack.pointee.Stream.map { String(cString: $0) } ?? "", sequence: ack.pointee.Sequence,
+            duplicate: ack.pointee.Duplicate)
+    }
+
+    /// Queues a JetStream publish without waiting for its acknowledgement (waits only when
+    /// `maxPendingAsync` publishes are in flight). Failures surface in `waitForPublishes`.
+    public func publishAsync(
+        _ subject: String, _ data: [UInt8], msgId: String? = nil, headers: [(String, String)] = []
+    ) throws {
+        state.withLock { asyncInFlight = true }
+        let arena = CStringArena()
+        var opts = jsPubOptions()
+        try check(jsPubOptions_Init(&opts), "jsPubOptions_Init")
+        opts.MsgId = arena.optional(msgId)
+        var msg: OpaquePointer? = try makeMessage(subject, data, headers: headers)
+        // On success the library takes the message and clears `msg`; destroying nil is a no-op.
+        defer { natsMsg_Destroy(msg) }
+        let status = js_PublishMsgAsync(ctx, &msg, &opts)
+        withExtendedLifetime(arena) {}
+        try check(status, "js_PublishMsgAsync \(subject)")
+    }
+
+    /// Waits up to `timeoutMs` until every `publishAsync` so far is acknowledged, then throws the failures
+    /// recorded meanwhile (`.publishFailed`), or `.timeout` when acks are still missing.
+    public func waitForPublishes(timeoutMs: Int) throws {
+        var opts = jsPubOptions()
+        try check(jsPubOptions_Init(&opts), "jsPubOptions_Init")
+        opts.MaxWait = Int64(timeoutMs)
+        let status = js_PublishAsyncComplete(ctx, &opts)
+        if status == NATS_OK { state.withLock { asyncInFlight = false } }
+        let failures = sink.takeUnretainedValue().take()
+        if let first = failures.first {
+            throw NATSError(
+                code: .publishFailed,
+                message: "\(failures.count) asynchronous publish(es) failed; the first: \(first.description)",
+                context: "js_PublishAsyncComplete", jetStreamCode: first.jetStreamCode)
+        }
+        try check(status, "js_PublishAsyncComplete")
+    }
+
+    // MARK: Consuming
+
+    /// A durable pull consumer on `stream` filtered to `subject` (created if absent), ack policy explicit.
+    ///
+    /// An existing consumer is bound as it is (its configuration is not changed). `startSequence` applies
+    /// only when the consumer is created; without it delivery starts at the stream's first message.
+    public func pullSubscribe(
+        stream: String, subject: String, durable: String, startSequence: UInt64? = nil, ackWaitMs: Int = 30_000,
+        maxAckPending: Int = 20_000
+    ) throws -> PullSubscription {
+        var jsCode = jsErrCode(rawValue: 0)
+        var info: UnsafeMutablePointer<jsConsumerInfo>?
+        let lookup = js_GetConsumerInfo(&info, ctx, stream, durable, nil, &jsCode)
+        if let info { jsConsumerInfo_Destroy(info) }
+        info = nil
+        if lookup == NATS_NOT_FOUND || jsCode == JSConsumerNotFoundErr {
+            let arena = CStringArena()
+            var cfg = jsConsumerConfig()
+            try check(jsConsumerConfig_Init(&cfg), "jsConsumerConfig_Init")
+            cfg.Durable = arena(durable)
+            cfg.FilterSubject = arena(subject)
+            cfg.AckPolicy = js_AckExplicit
+            cfg.AckWait = Int64(ackWaitMs) * 1_000_000
+            cfg.MaxAckPending = Int64(maxAckPending)
+            if let startSequence {
+                cfg.DeliverPolicy = js_DeliverByStartSequence
+                cfg.OptStartSeq = startSequence
+            }
+            jsCode = jsErrCode(rawValue: 0)
+            let status = js_AddConsumer(&info, ctx, stream, &cfg, nil, &jsCode)
+            withExtendedLifetime(arena) {}
+            if let info { jsConsumerInfo_Destroy(info) }
+            // Another process may have created it between the lookup and here: bind to theirs.
+            if !(status != NATS_OK && jsCode == JSConsumerNameExistErr) {
+                try check(status, jsCode, "js_AddConsumer \(stream)/\(durable)")
+            }
+        } else {
+            try check(lookup, jsCode, "js_GetConsumerInfo \(stream)/\(durable)")
+        }
+        let arena = CStringArena()
+        var subOpts = jsSubOptions()
+        try check(jsSubOptions_Init(&subOpts), "jsSubOptions_Init")
+        subOpts.Stream = arena(stream)
+        subOpts.Consumer = arena(durable)
+        var sub: OpaquePointer?
+        jsCode = jsErrCode(rawValue: 0)
+        let status = js_PullSubscribe(&sub, ctx, subject, durable, nil, &subOpts, &jsCode)
+        withExtendedLifetime(arena) {}
+        try check(status, jsCode, "js_PullSubscribe \(stream)/\(durable)")
+        guard let sub else {
+            throw NATSError(code: .illegalState, message: "no subscription", context: "js_PullSubscribe")
+        }
+        return PullSubscription(jetStream: self, sub: sub, stream: stream, durable: durable)
+    }
+
+    /// Deletes a consumer (e.g. a durable no longer wanted); `.notFound` when absent.
+    public func deleteConsumer(stream: String, durable: String) throws {
+        var jsCode = jsErrCode(rawValue: 0)
+        try check(js_DeleteConsumer(ctx, stream, durable, nil, &jsCode), jsCode, "js_DeleteConsumer \(durable)")
+    }
+
+    /// Reads one stored message by stream sequence (nil if none), for tests and tools.
+    public func message(stream: String, sequence: UInt64) throws -> NATSMessage? {
+        var msg: OpaquePointer?
+        var jsCode = jsErrCode(rawValue: 0)
+        let status = js_GetMsg(&msg, ctx, stream, sequence, nil, &jsCode)
+        if status == NATS_NOT_FOUND || jsCode == JSNoMessageFoundErr {
+            if let msg { natsMsg_Destroy(msg) }
+            return nil
+        }
+        try check(status, jsCode, "js_GetMsg \(stream) #\(sequence)")
+        guard let msg else { return nil }
+        defer { natsMsg_Destroy(msg) }
+        var message = NATSMessage(copying: msg, stream: stream, stored: true)
+        if message.streamSequence == nil { message.streamSequence = sequence }
+        return message
+    }
+}
+
+/// Failures of asynchronous publishes, recorded on library threads until `waitForPublishes` takes them.
+private final class AsyncErrorSink: @unchecked Sendable {
+    private let lock = Lock()
+    private var failures: [NATSError] = []
+
+    func record(_ error: NATSError) { lock.withLock { failures.append(error) } }
+
+    func take() -> [NATSError] {
+        lock.withLock {
+            defer { failures = [] }
+            return failures
+        }
+    }
+}
+
+/// A bound durable pull consumer: `fetch` batches, `ack` each processed message.
+///
+/// Destroying it (or its process dying) leaves the consumer on the server: a new subscription with the
+/// same durable name continues where acks left off.
+public final class PullSubscription: @unchecked Sendable {
+    private let jetStream: JetStream
+    private let lock = Lock()
+    private var sub: OpaquePointer?
+    /// The stream consumed.
+    public let stream: String
+    /// The durable consumer's name.
+    public let durable: String
+
+    init(jetStream: JetStream, sub: OpaquePointer, stream: String, durable: String) {
+        self.jetStream = jetStream
+        self.sub = sub
+        self.stream = stream
+        self.durable = durable
+    }
+
+    deinit { if let sub { natsSubscription_Destroy(sub) } }
+
+    /// Up to `batch` messages; an empty array when none arrived within `timeoutMs` (a timeout is not an
+    /// error). Calls are serialized.
+    public func fetch(batch: Int, timeoutMs: Int) throws -> [NATSMessage] {
+        try lock.withLock {
+            guard let sub else {
+                throw NATSError(code: .illegalState, message: "subscription closed", context: "fetch \(durable)")
+            }
+            var list = natsMsgList()
+            var jsCode = jsErrCode(rawValue: 0)
+            let status = natsSubscription_Fetch(&list, sub, Int32(batch), Int64(timeoutMs), &jsCode)
+            defer { natsMsgList_Destroy(&list) }
+            var messages: [NATSMessage] = []
+            messages.reserveCapacity(Int(list.Count))
+            for i in 0..<Int(list.Count) {
+                if let msg = list.Msgs[i] { messages.append(NATSMessage(copying: msg, jetStream: true)) }
+            }
+            if status == NATS_TIMEOUT || status == NATS_OK { return messages }
+            throw NATSError.from(status, "natsSubscription_Fetch \(stream)/\(durable)", jsCode: jsCode)
+        }
+    }
+
+    /// Acknowledges a fetched message (publishes "+ACK" to its reply subject; `.invalidArgument` for a
+    /// message that did not come from a JetStream consumer).
+    public func ack(_ message: NATSMessage) throws { try reply(message, "+ACK") }
+
+    /// Acknowledges and waits up to `timeoutMs` for the server to confirm it processed the ack.
+    public func ackSync(_ message: NATSMessage, timeoutMs: Int = 5_000) throws {
+        guard let reply = message.reply else { throw Self.notJetStream(message, "ackSync") }
+        _ = try jetStream.connection.request(reply, Array("+ACK".utf8), timeoutMs: timeoutMs)
+    }
+
+    /// Asks for redelivery now instead of after the ack wait.
+    public func nak(_ message: NATSMessage) throws { try reply(message, "-NAK") }
+
+    /// Resets the ack wait of a message still being processed.
+    public func inProgress(_ message: NATSMessage) throws { try reply(message, "+WPI") }
+
+    /// Tells the server never to redeliver this message.
+    public func terminate(_ message: NATSMessage) throws { try reply(message, "+TERM") }
+
+    private func reply(_ message: NATSMessage, _ verb: String) throws {
+        guard let reply = message.reply else { throw Self.notJetStream(message, verb) }
+        try jetStream.connection.publish(reply, Array(verb.utf8))
+    }
+
+    private static func notJetStream(_ message: NATSMessage, _ verb: String) -> NATSError {
+        NATSError(
+            code: .invalidArgument, message: "not a JetStream delivery (no reply subject)",
+            context: "\(verb) \(message.subject)")
+    }
+}
