@@ -52,6 +52,13 @@ public final class JetStream: @unchecked Sendable {
         public var sequence: UInt64
         /// Whether the server recognized the `msgId` and did not store it again.
         public var duplicate: Bool
+
+        /// An acknowledgement with these fields (for comparisons in tests).
+        public init(stream: String, sequence: UInt64, duplicate: Bool) {
+            self.stream = stream
+            self.sequence = sequence
+            self.duplicate = duplicate
+        }
     }
 
     /// A stream's current contents.
@@ -66,6 +73,8 @@ public final class JetStream: @unchecked Sendable {
         public var lastSequence: UInt64
         /// How many consumers it has.
         public var consumers: Int
+        /// The server name of the stream's leader in a cluster (`nil` on a single server or while none).
+        public var leader: String?
     }
 
     /// The connection this context publishes and subscribes on.
@@ -150,7 +159,8 @@ public final class JetStream: @unchecked Sendable {
         let s = info.pointee.State
         return StreamState(
             messages: s.Msgs, bytes: s.Bytes, firstSequence: s.FirstSeq, lastSequence: s.LastSeq,
-            consumers: Int(s.Consumers))
+            consumers: Int(s.Consumers),
+            leader: info.pointee.Cluster?.pointee.Leader.flatMap { $0.pointee == 0 ? nil : String(cString: $0) })
     }
 
     /// The last sequence stored in `stream` (0 when empty); `.notFound` when there is no such stream.

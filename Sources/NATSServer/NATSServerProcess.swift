@@ -252,6 +252,14 @@ public final class NATSCluster: @unchecked Sendable {
                 + (nodes.first?.logTail() ?? ""))
     }
 
+    /// The node started with `--server_name name` (`n1`, `n2`, ...).
+    public func node(named name: String) -> NATSServerProcess? {
+        guard name.first == "n", let index = Int(name.dropFirst()), index >= 1, index <= nodes.count else {
+            return nil
+        }
+        return nodes[index - 1]
+    }
+
     /// Stops every node (SIGTERM).
     public func stop() { for node in nodes { node.stop() } }
 

@@ -190,9 +190,11 @@ struct JetStreamClusterTests {
         for i in 1...20 { _ = try js.publish("repl.a", Array("before \(i)".utf8), msgId: "b-\(i)") }
         #expect(try js.streamLastSequence("REPL") == 20)
 
-        // Kill the node the client is connected to (the worst case: the client must fail over too).
+        // SIGKILL the stream's leader: the two others must elect a new one (and when the client was connected
+        // to the victim, the client must also fail over to another URL).
         let connected = connection.connectedURL ?? ""
-        let victim = cluster.nodes.first { connected.hasSuffix(":\($0.port)") } ?? cluster.nodes[0]
+        let leaderName = try #require(try js.streamState("REPL")?.leader)
+        let victim = try #require(cluster.node(named: leaderName))
         victim.kill()
 
         // Publishes may fail while the client reconnects and the stream elects a leader; with the same
@@ -214,6 +216,10 @@ struct JetStreamClusterTests {
         #expect(sequences == Array(21...40))
         #expect(try js.streamLastSequence("REPL") == 40)
         #expect(connection.connectedURL != nil)
-        #expect(connection.connectedURL != connected)
+        #expect(connection.connectedURL != victim.url)
+        if connected == victim.url { #expect(connection.connectedURL != connected) }
+        let newLeader = try js.streamState("REPL")?.leader
+        #expect(newLeader != nil && newLeader != leaderName)
+        #expect(try js.message(stream: "REPL", sequence: 40)?.data == Array("after 20".utf8))
     }
 }
