@@ -94,11 +94,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // MARK: NATS JetStream transport: the router, a partition's consumer and publisher, cluster queries
+        .target(
+            name: "TeamLogNATS",
+            dependencies: ["NATS", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads"],
+            swiftSettings: swiftSettings
+        ),
         // MARK: CLI
         .executableTarget(
             name: "teamlog",
             dependencies: [
-                "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload", "TeamLogHTTP",
+                "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload", "TeamLogHTTP", "TeamLogNATS", "NATS",
+                "TeamLogThreads",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -152,8 +159,16 @@ let package = Package(
         .testTarget(name: "TeamLogTests", dependencies: ["TeamLog", "TestSupport"], swiftSettings: swiftSettings),
         .testTarget(
             name: "TeamLogStoreTests",
-            dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "LMDB", "TestSupport"],
+            dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "LMDB", "TestSupport"],
             exclude: ["Corpus"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "TeamLogNATSTests",
+            dependencies: [
+                "TeamLogNATS", "NATS", "NATSServer", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload",
+                "TestSupport",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -14,5 +14,9 @@ public struct ServerConfiguration: Sendable {
     /// Seconds between keep-alive comments on an idle record stream.
     public var streamHeartbeatSeconds = 15.0
 
+    /// Why `POST /v1/ops` is refused (409 `partitioned`), when ops come from elsewhere: a partition of a
+    /// NATS deployment takes its ops from its stream only, so its log is the stream's order.
+    public var opsRefusal: String?
+
     public init() {}
 }

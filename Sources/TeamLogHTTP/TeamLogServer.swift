@@ -88,32 +88,11 @@ public final class TeamLogServer: Service, Sendable {
     private func respond(_ route: Route, _ request: Request, _ context: BasicRequestContext) async throws -> Response {
         switch route {
         case .ops: return try await postOps(request)
-        case .team:
-            let id = try parameter("team", context)
-            return try await query(request, missing: ("noSuchTeam", "no team \(id)")) { store, txn in
-                try store.teamView(Id(id), in: txn)
-            }
-        case .unread:
-            let id = try parameter("user", context)
-            return try await query(request, missing: ("noSuchUser", "")) { store, txn in
-                try store.unreadView(Id(id), in: txn)
-            }
-        case .receipts:
-            let id = try parameter("messageId", context)
-            return try await query(
-                request,
-                missing: ("noSuchMessage", "no receipt tally for \(id) (no such message, or sent without needReceipt)")
-            ) { store, txn in try store.receiptsView(Id(id), in: txn) }
-        case .message:
-            let id = try parameter("messageId", context)
-            return try await query(request, missing: ("noSuchMessage", "no message \(id)")) { store, txn in
-                try store.messageView(Id(id), in: txn)
-            }
-        case .channel:
-            let id = try parameter("channel", context)
-            return try await query(request, missing: ("noSuchChannel", "no channel \(id)")) { store, txn in
-                try store.channelView(Id(id), in: txn)
-            }
+        case .team: return try await query(.team, parameter("team", context), request)
+        case .unread: return try await query(.unread, parameter("user", context), request)
+        case .receipts: return try await query(.receipts, parameter("messageId", context), request)
+        case .message: return try await query(.message, parameter("messageId", context), request)
+        case .channel: return try await query(.channel, parameter("channel", context), request)
         case .log: return try await exportLog(request)
         case .records: return try recordStream(request)
         case .status:
@@ -156,6 +135,7 @@ public final class TeamLogServer: Service, Sendable {
 
     private func postOps(_ request: Request) async throws -> Response {
         try authorize(request, write: true)
+        if let refusal = configuration.opsRefusal { throw APIError(.conflict, "partitioned", refusal) }
         let emitValue = request.uri.queryParameters.get("emit") ?? "all"
         guard let emit = Processor.Emit(rawValue: emitValue) else {
             throw APIError(.badRequest, "badRequest", "emit must be all, events or none")
@@ -193,10 +173,11 @@ public final class TeamLogServer: Service, Sendable {
     /// A SPEC §5 query: from the live projections, brought (by one checkpoint of the writer shared by all
     /// queries waiting) to every op answered before the query arrived; with `?at=SEQ` from a scratch
     /// store replayed to that seq, on a thread of its own.
-    private func query(
-        _ request: Request, missing: (code: String, message: String),
-        _ view: @escaping @Sendable (Store, Transaction) throws -> JSONValue?
-    ) async throws -> Response {
+    private func query(_ kind: QueryKind, _ id: String, _ request: Request) async throws -> Response {
+        let missing = (code: kind.missingCode, message: kind.missingMessage(id))
+        let view: @Sendable (Store, Transaction) throws -> JSONValue? = { store, txn in
+            try kind.view(store, Id(id), in: txn)
+        }
         try authorize(request, write: false)
         let store = try readyStore()
         let answer: JSONValue?

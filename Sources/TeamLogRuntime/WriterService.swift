@@ -39,6 +39,11 @@ public final class WriterService: @unchecked Sendable {
         public var code: Code
         public var message: String
         public var description: String { "\(code.rawValue): \(message)" }
+
+        public init(code: Code, message: String) {
+            self.code = code
+            self.message = message
+        }
     }
 
     /// What one group commit did, for metrics (called on the writer's thread after the commit).
@@ -66,6 +71,8 @@ public final class WriterService: @unchecked Sendable {
     private struct Submission {
         var lines: [ParsedLine]
         var emit: Processor.Emit
+        /// A stream input's position: its records go to the outbox with it (`submit(_:source:done:)`).
+        var source: UInt64? = nil
         var done: @Sendable (Result<[UInt8], Failure>) -> Void
     }
 
@@ -81,6 +88,9 @@ public final class WriterService: @unchecked Sendable {
     private let monitor = Monitor()
     private var queue: [Submission] = []
     private var waiters: [Waiter] = []
+    /// Outbox entries whose publish was confirmed, to delete with the next commit.
+    private var published: [UInt64] = []
+    private var _sourcePosition: UInt64 = 0
     private var stopRequested = false
     private var _state: State = .opening
     private var _store: Store?
@@ -134,6 +144,41 @@ public final class WriterService: @unchecked Sendable {
             return nil
         }
         if let refused { done(.failure(refused)) }
+    }
+
+    /// Queues one input of an external stream at `position` (its stream sequence, above every position
+    /// submitted before): decided like any line, its records — all of them, whatever a request would
+    /// print — are written to the store's outbox and the position to its `meta.source`, in the same
+    /// commit as its events. `done` gets the encoded `OutboxRecords` once that commit is durable.
+    public func submit(
+        _ line: ParsedLine, source position: UInt64, done: @escaping @Sendable (Result<[UInt8], Failure>) -> Void
+    ) {
+        let refused: Failure? = monitor.locked {
+            if let failure = refusal { return failure }
+            queue.append(Submission(lines: [line], emit: .none, source: position, done: done))
+            monitor.broadcast()
+            return nil
+        }
+        if let refused { done(.failure(refused)) }
+    }
+
+    /// The stream position the committed log has consumed through (`Store.sourcePosition`).
+    public var sourcePosition: UInt64 { monitor.locked { _sourcePosition } }
+
+    /// Marks outbox entries as published downstream: deleted by the next commit (one of their own when
+    /// nothing else comes), so a restart does not send them again.
+    public func confirmPublished(_ positions: [UInt64]) {
+        guard !positions.isEmpty else { return }
+        monitor.locked {
+            published += positions
+            monitor.broadcast()
+        }
+    }
+
+    /// The committed outbox entries after `position` (records committed but not confirmed published).
+    public func unpublished(after position: UInt64 = 0) throws -> [(position: UInt64, records: OutboxRecords)] {
+        guard let store else { return [] }
+        return try store.outboxEntries(after: position).map { ($0.0, try OutboxRecords(decoding: $0.1)) }
     }
 
     /// Calls `done` once the stored projections are at `seq` or past it (at once when they are), having the
@@ -194,22 +239,36 @@ public final class WriterService: @unchecked Sendable {
             _window = window
             _committedSeq = store.committedSeq
             _checkpointSeq = store.checkpoint.seq
+            _sourcePosition = store.sourcePosition
             _state = .ready
         }
         // Queries waiting for the projections: served by checkpoints written on the store's checkpointer
         // thread while this one goes on with the next group (a commit never waits for a checkpoint).
         var waiting: [Waiter] = []
         while true {
-            let (batch, arrived, stopping): ([Submission], [Waiter], Bool) = monitor.locked {
-                monitor.wait { !queue.isEmpty || !waiters.isEmpty || stopRequested || !waiting.isEmpty }
+            let (batch, arrived, confirmed, stopping): ([Submission], [Waiter], [UInt64], Bool) = monitor.locked {
+                monitor.wait {
+                    !queue.isEmpty || !waiters.isEmpty || stopRequested || !waiting.isEmpty || !published.isEmpty
+                }
                 defer {
                     queue.removeAll()
                     waiters.removeAll()
+                    published.removeAll()
                 }
-                return (queue, waiters, stopRequested)
+                return (queue, waiters, published, stopRequested)
             }
             waiting += arrived
-            if !batch.isEmpty { commitGroup(batch, store: store, window: window) }
+            store.stagePublished(confirmed)
+            if !batch.isEmpty {
+                commitGroup(batch, store: store, window: window)
+            } else if store.hasStagedSource {
+                do { try store.commit() } catch {
+                    let failure = Failure(code: .storeFailed, message: "\(error)")
+                    monitor.locked { _state = .failed(failure.message) }
+                    window.close()
+                    failWaiters(failure)
+                }
+            }
             if !waiting.isEmpty { waiting = serveWaiters(waiting, store: store) }
             if stopping && waiting.isEmpty && monitor.locked({ queue.isEmpty && waiters.isEmpty }) { break }
         }
@@ -240,6 +299,7 @@ public final class WriterService: @unchecked Sendable {
         var failure: Failure?
         do {
             for submission in batch {
+                var outbox = OutboxRecords()
                 var processorOptions = Processor.Options()
                 processorOptions.emit = submission.emit
                 processorOptions.batchSize = options.batchSize
@@ -247,7 +307,9 @@ public final class WriterService: @unchecked Sendable {
                 let processor = Processor(store: store, options: processorOptions) { output.bytes += $0 }
                 store.wantsDeliveries = true
                 let printsAll = submission.emit == .all
+                let fromSource = submission.source != nil
                 processor.observer = { record, seq in
+                    if fromSource { outbox.append(record) }
                     switch record {
                     case .rejected(_, _, let code, _):
                         report.rejected[code, default: 0] += 1
@@ -272,6 +334,13 @@ public final class WriterService: @unchecked Sendable {
                 processors.append((processor, output))
                 for line in submission.lines { try processor.process(line) }
                 report.lines += processor.summary.lines
+                if let position = submission.source {
+                    // Staged before any later commit, so the position and the records are written in the
+                    // transaction that makes this input's events durable (one line: never split).
+                    let encoded = outbox.encoded
+                    store.stageSource(position: position, outbox: [(position, encoded)])
+                    output.bytes = encoded
+                }
             }
             let started = MonotonicClock.seconds()
             try store.commit()
@@ -305,6 +374,7 @@ public final class WriterService: @unchecked Sendable {
         monitor.locked {
             _committedSeq = after
             _checkpointSeq = max(_checkpointSeq, store.checkpoint.seq)
+            _sourcePosition = store.sourcePosition
         }
         report.checkpointLag = after - min(after, store.checkpoint.seq)
         report.workingSet = store.workingSetStats

@@ -38,16 +38,20 @@ final class CommitJob: WriteJob, @unchecked Sendable {
     /// The new head; its `lastHash` is the chain's hash after the batch once `chain` ran.
     private(set) var head: Meta
     private var chained = false
+    /// The external source position this batch consumed through, its outbox entries, and the outbox
+    /// entries whose publishing was confirmed (deleted), when the store is fed from a stream.
+    let source: SourceWrite
 
     init(
         env: Environment, dbs: Databases, events: [(seq: UInt64, value: [UInt8])], opIds: [Id: OpIdOutcome],
-        previousHash: [UInt8], lastSeq: UInt64, lastTs: Int64
+        previousHash: [UInt8], lastSeq: UInt64, lastTs: Int64, source: SourceWrite = SourceWrite()
     ) {
         self.env = env
         self.dbs = dbs
         self.events = events
         self.opIds = opIds
         self.head = Meta(lastSeq: lastSeq, lastTs: lastTs, lastHash: previousHash, config: nil)
+        self.source = source
     }
 
     /// Appends to every event the hash chained on the one before it (off the store's thread: SHA-256
@@ -78,6 +82,15 @@ final class CommitJob: WriteJob, @unchecked Sendable {
                 try txn.put(dbs.opIds, opId, outcome, flags: .noOverwrite)
             }
             try dbs.writeHead(txn, head)
+            if let position = source.position {
+                try txn.put(dbs.meta, "source", BigEndianUInt64.encoded(position))
+            }
+            if let outbox = dbs.outbox {
+                for (key, value) in source.outbox { try txn.put(outbox, key, value) }
+                for key in source.published { _ = try txn.delete(outbox, key) }
+            } else if !source.outbox.isEmpty {
+                throw StoreError(code: .corrupted, message: "the store has no outbox database")
+            }
         }
     }
 
@@ -85,6 +98,14 @@ final class CommitJob: WriteJob, @unchecked Sendable {
         events = []
         opIds = [:]
     }
+}
+
+/// What a commit writes for a stream-fed store besides its events (`Store.stageSource`).
+struct SourceWrite {
+    var position: UInt64?
+    var outbox: [(UInt64, [UInt8])] = []
+    var published: [UInt64] = []
+    var isEmpty: Bool { position == nil && outbox.isEmpty && published.isEmpty }
 }
 
 /// The projection records changed since the last checkpoint (encoded from the state at `seq`, or when

@@ -5,13 +5,19 @@ import TeamLog
 ///
 /// - `log`: big-endian seq → encoded event + chained hash (appended with `MDB_APPEND`)
 /// - `opIds`: opId → the first outcome: accepted seq, or the rejection (idempotent ingestion)
-/// - `meta`: `format`, `config` and `head` (the last committed seq, its time and chained hash)
+/// - `meta`: `format`, `config` and `head` (the last committed seq, its time and chained hash), and
+///   `source` (the position in an external input stream, such as a JetStream stream sequence, that the
+///   committed log has consumed through; written in the same transaction as the events it produced)
+/// - `outbox`: big-endian source position → the records that input produced, waiting to be published
+///   downstream (a transactional outbox: written with the events, deleted once the publish is confirmed)
 ///
 /// The projections live in a second environment, `proj/` (`ProjectionDatabases`), written at checkpoints.
 struct Databases {
     let log: Database<BigEndianUInt64, RawBytes>
     let opIds: Database<IdCodec, OpIdOutcomeCodec>
     let meta: Database<UTF8String, RawBytes>
+    /// Absent in a store opened read-only that never had a source (stores made before it existed).
+    private(set) var outbox: Database<BigEndianUInt64, RawBytes>?
 
     /// The layout of the databases and records this build reads and writes. 2: receipt tallies keep a
     /// receiver count (and only a directed message's receivers), receipts are `p.receiptReads` entries,
@@ -26,7 +32,7 @@ struct Databases {
         if let config {
             try env.write { txn in
                 let meta = Database<UTF8String, RawBytes>(try txn.openHandle("meta"))
-                for name in ["log", "opIds"] {
+                for name in ["log", "opIds", "outbox"] {
                     _ = try txn.openHandle(name)
                 }
                 try txn.put(meta, "format", BigEndianUInt64.encoded(Self.format))
@@ -56,6 +62,14 @@ struct Databases {
         } catch let error as LMDBError where error.code == .notFound {
             throw Self.notAStore(env, "a database is missing", cause: error)
         }
+        outbox = try? env.open("outbox", create: false)
+        if outbox == nil && !env.options.readOnly { outbox = try env.open("outbox", create: true) }
+    }
+
+    /// The committed source position (0: none).
+    func readSource(_ txn: Transaction) throws -> UInt64 {
+        guard let bytes = try txn.get(meta, "source") else { return 0 }
+        return try bytes.withUnsafeBytes { try BigEndianUInt64.decode($0) }
     }
 
     /// A directory whose LMDB file lacks teamlog's layout: never written, or not (or no longer) a store.

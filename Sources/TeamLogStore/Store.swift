@@ -83,6 +83,10 @@ public final class Store {
 
     private var pendingEvents: [(seq: UInt64, value: [UInt8])] = []
     private var pendingOpIds: [Id: OpIdOutcome] = [:]
+    /// The source position, outbox entries and confirmed publishes to write with the next commit.
+    var pendingSource = SourceWrite()
+    /// The external source position the committed log has consumed through (0: none; `Store+Source`).
+    public internal(set) var sourcePosition: UInt64 = 0
     private var pendingOutputsScratch: [Output] = []
     private var failed: StoreError?
     private(set) var writerLock: WriterLock?
@@ -150,6 +154,7 @@ public final class Store {
         (projectionEnv, pdbs) = (projEnv, projDbs)
         dbs = try existing ?? Databases(env: env, creating: requested)
         let meta = try dbs.readMeta(env)
+        let source = try env.read { [dbs] txn in try dbs.readSource(txn) }
         var config = requested
         if let stored = meta.config {
             let differences = options.requestedConfig.differences(from: stored)
@@ -168,6 +173,7 @@ public final class Store {
         workingSet = WorkingSet(budgetBytes: options.cacheBytes)
         lastHash = meta.lastHash
         committedSeq = meta.lastSeq
+        sourcePosition = source
         self.options = options
 
         // The projections: opened (created when missing, or rebuilt when made by another format), then
@@ -385,6 +391,7 @@ public final class Store {
         }
         committedSeq = job.head.lastSeq
         lastHash = job.head.lastHash
+        if let position = job.source.position { sourcePosition = position }
         // The batch is durable whatever happens here; a snapshot that cannot be renewed is taken afresh.
         do { try lookup?.renew() } catch { lookup = nil }
     }
@@ -395,10 +402,11 @@ public final class Store {
     private func beginCommit(onThisThread: Bool) throws {
         if let failed { throw failed }
         try finishCommit()
-        guard !pendingEvents.isEmpty || !pendingOpIds.isEmpty else { return }
+        guard !pendingEvents.isEmpty || !pendingOpIds.isEmpty || !pendingSource.isEmpty else { return }
         let job = CommitJob(
             env: env, dbs: dbs, events: pendingEvents, opIds: pendingOpIds, previousHash: lastHash,
-            lastSeq: world.lastSeq, lastTs: world.lastTs)
+            lastSeq: world.lastSeq, lastTs: world.lastTs, source: pendingSource)
+        pendingSource = SourceWrite()
         // No read transaction of this process may be open while the writer grows the map; lookups use
         // short transactions until the batch is done.
         lookup?.reset()

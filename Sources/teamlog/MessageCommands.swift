@@ -1,6 +1,7 @@
 import ArgumentParser
 import TeamLog
 import TeamLogStore
+import TeamLogRuntime
 
 /// `teamlog unread USER [--json]`.
 struct Unread: ParsableCommand {
@@ -12,7 +13,7 @@ struct Unread: ParsableCommand {
     var user: String
 
     func run() throws {
-        let view = try query.answer({ try $0.unreadView(Id(user)) }, missing: "")
+        let view = try query.answer(.unread, user) { try $0.unreadView(Id(user)) }
         if query.json { return try printOut(view.jsonString) }
         var lines = ["\(user): \(TeamTable.text(view["total"])) unread"]
         for c in view["conversations"]?.arrayValue ?? [] {
@@ -40,9 +41,7 @@ struct Receipts: ParsableCommand {
     var messageId: String
 
     func run() throws {
-        let view = try query.answer(
-            { try $0.receiptsView(Id(messageId)) },
-            missing: "no receipt tally for \(messageId) (no such message, or sent without needReceipt)")
+        let view = try query.answer(.receipts, messageId) { try $0.receiptsView(Id(messageId)) }
         if query.json { return try printOut(view.jsonString) }
         let names = { (key: String) in (view[key]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
         }
@@ -68,7 +67,21 @@ struct Message: ParsableCommand {
     @Flag(help: "Print JSON (the default for this command).")
     var json = false
 
+    @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
+
     func run() throws {
+        if cluster.nats != nil {
+            let view: JSONValue?
+            do { view = try cluster.queries().answer(.message, Id(messageId)) } catch {
+                printErr("teamlog: \(error)")
+                throw ExitCode(3)
+            }
+            guard let view else {
+                printErr("teamlog: no message \(messageId)")
+                throw ExitCode(1)
+            }
+            return try printOut(view.jsonString)
+        }
         guard let view = try openForQuery(storeOptions.path).messageView(Id(messageId)) else {
             printErr("teamlog: no message \(messageId)")
             throw ExitCode(1)
@@ -87,9 +100,7 @@ struct Channel: ParsableCommand {
     var channel: String
 
     func run() throws {
-        let view = try query.answer(
-            { try $0.channelView(Id(channel)) },
-            missing: "no channel \(channel)")
+        let view = try query.answer(.channel, channel) { try $0.channelView(Id(channel)) }
         if query.json { return try printOut(view.jsonString) }
         let members = (view["members"]?.arrayValue ?? []).map { TeamTable.text($0) }.joined(separator: ", ")
         var lines = [

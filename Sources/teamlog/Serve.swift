@@ -5,8 +5,10 @@ import Prometheus
 import ServiceLifecycle
 import TeamLog
 import TeamLogHTTP
+import TeamLogNATS
 import TeamLogRuntime
 import TeamLogStore
+import TeamLogThreads
 import UnixSignals
 
 #if canImport(Glibc)
@@ -48,6 +50,14 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var writer: WriterOptions
 
+    @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
+
+    @Option(help: "With --nats: the partition this process owns (0 ..< --partitions).")
+    var partition: Int?
+
+    @Option(help: "With --nats: stream replicas when the streams are created.")
+    var replicas: Int = 1
+
     @OptionGroup var settings: SettingsOptions
 
     func run() async throws {
@@ -62,6 +72,20 @@ struct Serve: AsyncParsableCommand {
             let token = try Self.readToken(tokenFile)
             guard !token.isEmpty else { throw ValidationError("the token file \(tokenFile) is empty") }
             config.token = token
+        }
+        var worker: PartitionWorker.Options?
+        if cluster.nats != nil {
+            guard let partition, (0..<cluster.partitions).contains(partition) else {
+                throw ValidationError("--nats needs --partition P with 0 <= P < --partitions")
+            }
+            var w = PartitionWorker.Options()
+            w.partition = partition
+            w.partitions = cluster.partitions
+            w.replicas = replicas
+            worker = w
+            config.opsRefusal =
+                "this server is partition \(partition) of \(cluster.partitions): its ops come from teamlog.ops.\(partition) "
+                + "(publish them with `teamlog route`)"
         }
         var options = WriterService.Options()
         options.store.noSync = noSync
@@ -78,10 +102,13 @@ struct Serve: AsyncParsableCommand {
         let metrics = ServerMetrics(registry: registry)
         let writer = WriterService(path: storeOptions.path, options: options) { metrics.record($0) }
         let server = TeamLogServer(writer: writer, configuration: config, metrics: metrics, logger: logger)
+        var services: [any Service] = [WriterLifecycle(writer: writer), server]
+        if let worker {
+            services.append(PartitionService(writer: writer, cluster: cluster, options: worker))
+        }
         let group = ServiceGroup(
             configuration: .init(
-                services: [WriterLifecycle(writer: writer), server], gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger))
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         // A second SIGTERM/SIGINT exits at once: what was acknowledged is committed, the log is consistent.
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
         let path = storeOptions.path
@@ -105,7 +132,12 @@ struct Serve: AsyncParsableCommand {
             }
             try? printOut("teamlog: serving \(path) on http://\(Self.hostForURL(config.host)):\(port)")
         }
-        try await group.run()
+        do { try await group.run() } catch {
+            watcher.cancel()
+            opened.cancel()
+            printErr("teamlog: \(error)")
+            throw ExitCode(3)
+        }
         watcher.cancel()
         opened.cancel()
         if case .failed(let why) = writer.state {
@@ -141,5 +173,36 @@ struct Serve: AsyncParsableCommand {
         }
         let text = String(decoding: bytes, as: UTF8.self)
         return String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }
+}
+
+/// A partition of a NATS deployment as a service: once the store is open, connects (bounded retries),
+/// republishes the outbox, consumes its stream and answers queries until the group shuts down; then
+/// stops consuming and lets what was fetched commit, publish and ack. Listed after the writer, so it is
+/// stopped first. A worker that fails (store failure, NATS gone for good) fails the group: exit 3.
+struct PartitionService: Service {
+    let writer: WriterService
+    let cluster: ClusterOptions
+    let options: PartitionWorker.Options
+
+    func run() async throws {
+        while writer.state == .opening { try await Task.sleep(for: .milliseconds(5)) }
+        guard writer.state == .ready else { return }
+        let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)")
+        let worker = PartitionWorker(connection: connection, writer: writer, options: options)
+        try worker.start()
+        printErr("teamlog: partition \(options.partition) of \(options.partitions) consuming \(TeamLogSubjects.ops(options.partition))")
+        while !Task.isShuttingDownGracefully && !Task.isCancelled && worker.failure == nil {
+            try? await Task.sleep(for: .milliseconds(50))
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let stop = {
+                worker.stop()
+                connection.close()
+                continuation.resume()
+            }
+            if startThread(stop) == nil { stop() }
+        }
+        if let failure = worker.failure { throw ClusterError("partition \(options.partition): \(failure)") }
     }
 }

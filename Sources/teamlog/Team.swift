@@ -1,6 +1,7 @@
 import ArgumentParser
 import TeamLog
 import TeamLogStore
+import TeamLogRuntime
 
 /// `teamlog team TEAM [--json]`.
 struct Team: ParsableCommand {
@@ -12,7 +13,7 @@ struct Team: ParsableCommand {
     var team: String
 
     func run() throws {
-        let view = try query.answer({ try $0.teamView(Id(team)) }, missing: "no team \(team)")
+        let view = try query.answer(.team, team) { try $0.teamView(Id(team)) }
         if query.json {
             try printOut(view.jsonString)
         } else {

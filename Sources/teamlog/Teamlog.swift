@@ -1,6 +1,7 @@
 import ArgumentParser
 import TeamLog
 import TeamLogStore
+import TeamLogRuntime
 
 /// The `teamlog` command: parsing and printing only; the work is in `TeamLogStore` and `TeamLog`.
 @main
@@ -10,7 +11,7 @@ struct Teamlog: AsyncParsableCommand {
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
         subcommands: [
             Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self,
-            Repair.self, Info.self, Status.self, Demo.self, Serve.self, DebugHoldReader.self,
+            Repair.self, Info.self, Status.self, Demo.self, Serve.self, Route.self, DebugHoldReader.self,
         ]
     )
 }
@@ -32,6 +33,24 @@ struct QueryOptions: ParsableArguments {
 
     @Option(help: "Answer as of this seq (from a replay of the log up to it into a temporary store).")
     var at: UInt64?
+
+    @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
+
+    /// `kind` for `id`: with `--nats` from the partitions (`ClusterQueries`), else `answer(query:missing:)`.
+    func answer(_ kind: QueryKind, _ id: String, local query: (Store) throws -> JSONValue?) throws -> JSONValue {
+        guard cluster.nats != nil else { return try answer(query, missing: kind.missingMessage(id)) }
+        guard at == nil else { throw ValidationError("--at is not available with --nats") }
+        let view: JSONValue?
+        do { view = try cluster.queries().answer(kind, Id(id)) } catch {
+            printErr("teamlog: \(error)")
+            throw ExitCode(3)
+        }
+        guard let view else {
+            printErr("teamlog: \(kind.missingMessage(id))")
+            throw ExitCode(1)
+        }
+        return view
+    }
 
     /// The answer from the stored projections, or with `--at` from a scratch store replayed up to that
     /// seq (the same query, the same index seeks); `missing` is printed (exit 1) when there is none.

@@ -9,6 +9,21 @@ public enum Record: Sendable, Equatable {
     /// What applying an event produced.
     case output(Output)
 
+    /// The record's `kind` field: `rejected`, `duplicate`, `event`, `tip`, `delivery`, `notice`, `signal`
+    /// or `login`.
+    public var kind: String {
+        switch self {
+        case .rejected: "rejected"
+        case .duplicate: "duplicate"
+        case .event: "event"
+        case .output(.tip): "tip"
+        case .output(.delivery): "delivery"
+        case .output(.notice): "notice"
+        case .output(.signal): "signal"
+        case .output(.login): "login"
+        }
+    }
+
     /// The record as one line of JSON (no newline), keys in the SPEC's order.
     public func write(into w: inout JSONWriter) {
         switch self {

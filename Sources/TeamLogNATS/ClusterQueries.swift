@@ -1,0 +1,72 @@
+public import NATS
+public import TeamLog
+public import TeamLogRuntime
+
+/// Queries across the partitions of a NATS deployment (`teamlog unread USER --nats URL --partitions N`).
+///
+/// - `unread` asks every partition (a user's conversations are spread over them) and merges: the
+///   total is the sum, conversations are listed most recent first by their last message's event time
+///   (`QueryKind.mergeUnread`).
+/// - `team` and `channel` ask the partition that owns the id (`PartitionKey`).
+/// - `message` and `receipts` name only a message id, whose partition is its conversation's: every
+///   partition is asked and the one that knows it answers.
+///
+/// Seqs in the answers (`lastReadSeq`, `lastMessage.seq`, a message's `seq`) are those of the partition
+/// that owns the conversation: each partition has its own log.
+public struct ClusterQueries {
+    public let connection: NATSConnection
+    public let partitions: Int
+    public let timeoutMs: Int
+
+    public init(connection: NATSConnection, partitions: Int, timeoutMs: Int = 5_000) {
+        self.connection = connection
+        self.partitions = partitions
+        self.timeoutMs = timeoutMs
+    }
+
+    /// The answer, or `nil` when no partition knows the id.
+    public func answer(_ kind: QueryKind, _ id: Id) throws -> JSONValue? {
+        switch kind {
+        case .unread:
+            let answers = try (0..<partitions).map { try ask($0, kind, id) }
+            return QueryKind.mergeUnread(user: id, answers.compactMap { $0 })
+        case .team:
+            return try ask(PartitionKey.partition(of: PartitionKey.teamKey(id), count: partitions), kind, id)
+        case .channel:
+            return try ask(PartitionKey.partition(of: PartitionKey.channelKey(id), count: partitions), kind, id)
+        case .message, .receipts:
+            for p in 0..<partitions {
+                if let answer = try ask(p, kind, id) { return answer }
+            }
+            return nil
+        }
+    }
+
+    /// Each partition's `status`, in partition order.
+    public func statuses() throws -> [JSONValue] {
+        try (0..<partitions).map { p in try request(p, "status", []) }
+    }
+
+    /// One partition's answer; `nil` for its not-found error; other errors are thrown.
+    private func ask(_ partition: Int, _ kind: QueryKind, _ id: Id) throws -> JSONValue? {
+        let reply = try request(partition, kind.rawValue, Array(id.utf8))
+        if let error = reply["error"] {
+            if error["code"]?.stringValue == kind.missingCode { return nil }
+            throw ClusterError(
+                "partition \(partition) could not answer \(kind.rawValue) \(id.string): "
+                    + "\(error["code"]?.stringValue ?? "?"): \(error["message"]?.stringValue ?? "")")
+        }
+        return reply
+    }
+
+    private func request(_ partition: Int, _ name: String, _ body: [UInt8]) throws -> JSONValue {
+        let subject = TeamLogSubjects.query(partition, name)
+        let message: NATSMessage
+        do { message = try connection.request(subject, body, timeoutMs: timeoutMs) } catch {
+            throw ClusterError("no answer on \(subject) within \(timeoutMs) ms (is partition \(partition) running?): \(error)")
+        }
+        do { return try JSONParser.parse(message.data) } catch {
+            throw ClusterError("partition \(partition) answered \(subject) with bad JSON: \(error)")
+        }
+    }
+}

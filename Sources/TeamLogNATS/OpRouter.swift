@@ -1,0 +1,131 @@
+public import NATS
+import TeamLog
+public import TeamLogRuntime
+
+/// `teamlog route`: reads ops and publishes each to its partition's subject on `TEAMLOG_OPS`, as
+/// `RoutePlanner` plans (key, `ts` stamping, broadcast, `Nats-Msg-Id`).
+///
+/// Publishes are asynchronous and confirmed in windows of `window` messages (`waitForPublishes`): the
+/// stream stores them in publish order, so each partition sees its ops in input order. A failed window
+/// is published again, whole, under the same ids (the stream drops what it already has), up to
+/// `retries` times; then the run fails with the line it had reached — and a re-run of the same input
+/// is safe for every op with an `opId`.
+public final class OpRouter {
+    /// Settings.
+    public struct Options: Sendable {
+        public var partitions = 1
+        /// Messages published before waiting for their acknowledgements.
+        public var window = 2_048
+        /// Attempts of a window before giving up (0.1 s, 0.2 s … 2 s apart: about 17 s for 12, longer than a
+        /// stream leader's election after a node dies).
+        public var retries = 12
+        /// Replicas of the streams when the router creates them.
+        public var replicas = 1
+        public init() {}
+    }
+
+    /// What a run did.
+    public struct Summary: Sendable {
+        public var lines = 0
+        public var messages = 0
+        /// Messages per partition.
+        public var perPartition: [Int] = []
+    }
+
+    private let connection: NATSConnection
+    private let js: JetStream
+    public let options: Options
+    private var planner: RoutePlanner
+    private var pending: [RoutePlanner.Planned] = []
+    public private(set) var summary = Summary()
+
+    /// Connects the router to `connection`, creating the streams when absent.
+    public init(connection: NATSConnection, options: Options) throws {
+        self.connection = connection
+        self.options = options
+        js = try connection.jetStream()
+        try retrying(options.retries, "creating the streams") { [js] in
+            try TeamLogSubjects.ensureStreams(js, replicas: options.replicas)
+        }
+        planner = RoutePlanner(partitions: options.partitions)
+        summary.perPartition = Array(repeating: 0, count: options.partitions)
+        let partitions = options.partitions
+        planner.locate = { [connection] messageId in
+            // A message sent long ago (or before this router started): the partition whose `message`
+            // query knows it. Every earlier publish is confirmed first, so a message routed by this run
+            // has reached its stream.
+            for p in 0..<partitions {
+                let reply = try? connection.request(
+                    TeamLogSubjects.query(p, "message"), Array(messageId.utf8), timeoutMs: 2_000)
+                if let reply, reply.data.first == UInt8(ascii: "{"), !reply.data.starts(with: Array("{\"error\"".utf8)) {
+                    return p
+                }
+            }
+            return nil
+        }
+    }
+
+    /// Routes one line (`clock`: ms, for ops without `ts`).
+    public func route(_ line: LineReader.Line, now: Int64) throws {
+        let planned = planner.plan(line, now: now)
+        guard !planned.isEmpty else { return }
+        summary.lines += 1
+        pending += planned
+        if pending.count >= options.window { try flush() }
+    }
+
+    /// Publishes and confirms everything routed so far.
+    public func flush() throws {
+        guard !pending.isEmpty else { return }
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                for m in pending {
+                    var headers = [(TeamLogSubjects.lineHeader, String(m.line))]
+                    if let length = m.tooLongLength { headers.append((TeamLogSubjects.tooLongHeader, String(length))) }
+                    try js.publishAsync(TeamLogSubjects.ops(m.partition), m.data, msgId: m.msgId, headers: headers)
+                }
+                try js.waitForPublishes(timeoutMs: 10_000)
+                break
+            } catch {
+                if attempt >= options.retries {
+                    throw ClusterError(
+                        "publishing to \(TeamLogSubjects.opsStream) failed \(attempt) times (lines up to "
+                            + "\(pending.last?.line ?? 0) not confirmed): \(error)")
+                }
+                waitBeforeRetry(attempt)
+            }
+        }
+        for m in pending { summary.perPartition[m.partition] += 1 }
+        summary.messages += pending.count
+        pending.removeAll(keepingCapacity: true)
+    }
+}
+
+/// Runs `body` up to `attempts` times, waiting `waitBeforeRetry` between failures; the last failure is
+/// thrown as a `ClusterError` naming `what` and the attempts (a NATS cluster electing leaders answers
+/// JetStream requests with timeouts for a few seconds).
+func retrying(_ attempts: Int, _ what: String, _ body: () throws -> Void) throws {
+    var attempt = 0
+    while true {
+        attempt += 1
+        do { return try body() } catch {
+            if attempt >= max(1, attempts) { throw ClusterError("\(what) failed \(attempt) times: \(error)") }
+            waitBeforeRetry(attempt)
+        }
+    }
+}
+
+/// Sleeps 100 ms × 2^(attempt-1), capped at 2 s.
+func waitBeforeRetry(_ attempt: Int) {
+    let ms = min(2_000, 100 << min(attempt - 1, 5))
+    var ts = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+    _ = nanosleep(&ts, nil)
+}
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif

@@ -1,0 +1,343 @@
+public import NATS
+public import TeamLog
+public import TeamLogRuntime
+import TeamLogThreads
+
+/// One partition of a NATS deployment (`teamlog serve --nats … --partition p`): consumes
+/// `teamlog.ops.<p>` into the store through the `WriterService`, publishes the records to
+/// `teamlog.out.<p>.<kind>`, and answers `teamlog.q.<p>.*` queries.
+///
+/// **Exactly once, end to end.**
+/// 1. A fetched message at stream sequence `s` is submitted with `source: s`; the writer commits its
+///    events, its records (the outbox) and `s` as the store's source position in one LMDB transaction.
+/// 2. Only after that commit are its records published, one NATS message each, with `Nats-Msg-Id`
+///    `<p>:<s>:<n>`; once the stream confirmed them the input message is acked and the outbox entry
+///    is deleted by a later commit.
+/// 3. After a crash anywhere: the store holds exactly the inputs up to its source position. Opening it,
+///    the worker first publishes every outbox entry still there (the stream drops ids it has), then
+///    consumes from the durable consumer, acking without processing every redelivery at or below the
+///    source position. So no op is applied twice, none is skipped, and no record is lost (durable before
+///    it is sent) or duplicated (deterministic ids).
+///
+/// **Order.** A partition's log must be its subject's messages in stream order, and skipping "at or
+/// below the position" is only sound if nothing after the position was skipped. A pull consumer
+/// delivers new messages in order, but redeliveries (a dead instance's unacked messages, an ack later
+/// than the ack wait) come back out of order. So the store's position, not the consumer's ack state, is
+/// the truth — as Kafka Streams commits offsets with its state: at start the worker deletes the durable
+/// consumer and creates it again starting at position + 1 (a dead instance's pending pulls and unacked
+/// messages go with it), and if a redelivery of a message past the position ever arrives while running,
+/// it lets everything in flight commit and seeks the same way again.
+///
+/// Threads: one fetches and submits (the writer's thread decides and commits, group-committing
+/// everything fetched meanwhile); one publishes and acks in commit order. At most `maxInFlight` inputs
+/// are between fetch and ack, so a slow NATS slows consumption instead of growing memory.
+public final class PartitionWorker: @unchecked Sendable {
+    /// Settings.
+    public struct Options: Sendable {
+        public var partition = 0
+        public var partitions = 1
+        /// Messages asked for per fetch.
+        public var fetchBatch = 512
+        /// How long a fetch waits for messages.
+        public var fetchTimeoutMs = 100
+        /// Inputs submitted but not yet acked, at most.
+        public var maxInFlight = 8_192
+        /// Replicas of the streams when this worker creates them.
+        public var replicas = 1
+        /// How long the server waits for an ack before redelivering.
+        public var ackWaitMs = 30_000
+        /// Attempts to set up streams and consumer at start (0.1 s, 0.2 s … 2 s apart: about 15 s for 12).
+        public var startAttempts = 12
+        public init() {}
+    }
+
+    /// Counters since start.
+    public struct Stats: Sendable {
+        /// Inputs submitted to the writer.
+        public var consumed = 0
+        /// Redeliveries at or below the committed source position, acked without processing.
+        public var skipped = 0
+        /// Records published (confirmed by the stream).
+        public var published = 0
+        /// Outbox entries found at start and published again.
+        public var republishedAtStart = 0
+        /// Queries answered.
+        public var queries = 0
+        /// Times the consumer was re-created at the committed position after an out-of-order redelivery.
+        public var reseeks = 0
+    }
+
+    private struct Done {
+        var position: UInt64
+        var message: NATSMessage?
+        var records: OutboxRecords
+    }
+
+    public let options: Options
+    private let connection: NATSConnection
+    private let writer: WriterService
+    private var js: JetStream?
+    private var subscription: PullSubscription?
+    private var querySubscription: NATSSubscription?
+    private let monitor = Monitor()
+    private var completed: [Done] = []
+    private var inFlight = 0
+    private var stopping = false
+    private var _failure: String?
+    private var _stats = Stats()
+    private var threads: [JoinableThread] = []
+
+    /// A worker for `options.partition` over a `writer` that is ready (its store open).
+    public init(connection: NATSConnection, writer: WriterService, options: Options) {
+        self.connection = connection
+        self.writer = writer
+        self.options = options
+    }
+
+    /// Counters since start.
+    public var stats: Stats { monitor.locked { _stats } }
+
+    /// Why the worker stopped on its own (the store failed, or NATS refused for too long), if it did.
+    public var failure: String? { monitor.locked { _failure } }
+
+    /// Creates the streams when absent, publishes what the outbox still holds, subscribes, and starts
+    /// consuming and answering queries.
+    public func start() throws {
+        let js = try connection.jetStream()
+        self.js = js
+        // A cluster that is still electing leaders (just started, or a node restarting) times out stream
+        // and consumer requests for a few seconds: retried with a backoff, bounded by `startAttempts`.
+        try retrying(options.startAttempts, "partition \(options.partition): setting up its streams and consumer") {
+            try prepare(js)
+        }
+        querySubscription = try connection.subscribe("teamlog.q.\(options.partition).*") { [weak self] message in
+            self?.answer(message)
+        }
+        guard let fetcher = startThread({ [self] in fetchLoop() }) else {
+            throw ClusterError("cannot start the fetch thread")
+        }
+        threads.append(fetcher)
+        guard let publisher = startThread({ [self] in publishLoop() }) else {
+            throw ClusterError("cannot start the publish thread")
+        }
+        threads.append(publisher)
+    }
+
+    /// The streams, the outbox's leftovers published again, and the consumer at the store's position.
+    private func prepare(_ js: JetStream) throws {
+        try TeamLogSubjects.ensureStreams(js, replicas: options.replicas)
+        let leftovers = try writer.unpublished()
+        if !leftovers.isEmpty {
+            try publish(leftovers.map { Done(position: $0.position, message: nil, records: $0.records) })
+            writer.confirmPublished(leftovers.map(\.position))
+            monitor.locked { _stats.republishedAtStart = leftovers.count }
+        }
+        let subscription = try seek(after: writer.sourcePosition)
+        monitor.locked { self.subscription = subscription }
+    }
+
+    /// (Re)creates the durable consumer so it delivers this partition's subject from `position` + 1, in
+    /// order, with nothing pending.
+    private func seek(after position: UInt64) throws -> PullSubscription {
+        guard let js else { throw ClusterError("not started") }
+        let p = options.partition
+        do { try js.deleteConsumer(stream: TeamLogSubjects.opsStream, durable: TeamLogSubjects.durable(p)) } catch
+            let error as NATSError where error.code == .notFound
+        {}
+        return try js.pullSubscribe(
+            stream: TeamLogSubjects.opsStream, subject: TeamLogSubjects.ops(p), durable: TeamLogSubjects.durable(p),
+            startSequence: position + 1, ackWaitMs: options.ackWaitMs,
+            maxAckPending: max(options.maxInFlight * 2, 1_000))
+    }
+
+    /// Waits until nothing is in flight (every submitted input committed, published and acked).
+    private func drain() {
+        monitor.locked { monitor.wait { inFlight == 0 || _failure != nil } }
+    }
+
+    /// Stops fetching, lets every submitted input commit, publish and ack, and returns. Unfetched
+    /// messages stay in the stream for the next start.
+    public func stop() {
+        monitor.locked {
+            stopping = true
+            monitor.broadcast()
+        }
+        for thread in threads { thread.join() }
+        threads = []
+        querySubscription = nil
+    }
+
+    // MARK: - Consuming
+
+    private func fetchLoop() {
+        var submitted = writer.sourcePosition
+        var failures = 0
+        while true {
+            let stop: Bool = monitor.locked {
+                monitor.wait { stopping || _failure != nil || inFlight < options.maxInFlight }
+                return stopping || _failure != nil
+            }
+            if stop { break }
+            guard let subscription = monitor.locked({ self.subscription }) else { break }
+            let messages: [NATSMessage]
+            do {
+                messages = try subscription.fetch(batch: options.fetchBatch, timeoutMs: options.fetchTimeoutMs)
+                failures = 0
+            } catch {
+                // NATS away (a node restarting, a leader election): retried with a backoff; the consumer's
+                // position is on the server, so nothing is skipped.
+                failures += 1
+                waitBeforeRetry(min(failures, 5))
+                continue
+            }
+            let committed = writer.sourcePosition
+            for message in messages {
+                guard let position = message.streamSequence else { continue }
+                if position <= committed {
+                    try? subscription.ack(message)  // done before; only its ack was lost
+                    monitor.locked { _stats.skipped += 1 }
+                    continue
+                }
+                if position <= submitted { continue }  // redelivered while in flight: acked after its commit
+                if (message.deliveredCount ?? 1) > 1 {
+                    // A redelivery past the position: messages may have come out of order. Let what is in
+                    // flight finish, then deliver again, in order, from the committed position.
+                    drain()
+                    do {
+                        let fresh = try seek(after: writer.sourcePosition)
+                        monitor.locked { self.subscription = fresh }
+                        submitted = writer.sourcePosition
+                        monitor.locked { _stats.reseeks += 1 }
+                    } catch {
+                        waitBeforeRetry(3)
+                    }
+                    break
+                }
+                submitted = position
+                monitor.locked {
+                    inFlight += 1
+                    _stats.consumed += 1
+                }
+                writer.submit(Self.parse(message), source: position) { [self] result in
+                    monitor.locked {
+                        switch result {
+                        case .success(let bytes):
+                            do {
+                                completed.append(
+                                    Done(position: position, message: message, records: try OutboxRecords(decoding: bytes)))
+                            } catch {
+                                _failure = "cannot read the records of input \(position): \(error)"
+                            }
+                        case .failure(let failure):
+                            _failure = "the store failed: \(failure)"
+                        }
+                        monitor.broadcast()
+                    }
+                }
+            }
+        }
+    }
+
+    /// The input line a message carries: its line number from the router's header, a line over the
+    /// limit as such (the router did not forward it).
+    public static func parse(_ message: NATSMessage) -> ParsedLine {
+        let number = message.headers[TeamLogSubjects.lineHeader]?.first.flatMap { Int($0) } ?? 1
+        if let length = message.headers[TeamLogSubjects.tooLongHeader]?.first.flatMap({ Int($0) }) {
+            return ParsedLine.parse(.tooLong(number: number, length: length))
+        }
+        return ParsedLine.parse(.text(number: number, bytes: message.data))
+    }
+
+    // MARK: - Publishing
+
+    private func publishLoop() {
+        while true {
+            let (batch, stop): ([Done], Bool) = monitor.locked {
+                monitor.wait { !completed.isEmpty || _failure != nil || (stopping && inFlight == 0) }
+                defer { completed.removeAll(keepingCapacity: true) }
+                return (completed, completed.isEmpty)
+            }
+            if stop { break }
+            var attempt = 0
+            while true {
+                attempt += 1
+                do {
+                    try publish(batch)
+                    break
+                } catch {
+                    // The records are in the outbox: a stop now loses nothing (the next start publishes them).
+                    if monitor.locked({ stopping }) && attempt >= 3 {
+                        monitor.locked {
+                            inFlight -= batch.count
+                            monitor.broadcast()
+                        }
+                        return
+                    }
+                    waitBeforeRetry(min(attempt, 5))
+                }
+            }
+            if let subscription = monitor.locked({ self.subscription }) {
+                for done in batch { if let message = done.message { try? subscription.ack(message) } }
+            }
+            writer.confirmPublished(batch.map(\.position))
+            monitor.locked {
+                inFlight -= batch.count
+                _stats.published += batch.reduce(0) { $0 + $1.records.entries.count }
+                monitor.broadcast()
+            }
+        }
+    }
+
+    /// Publishes every record of `batch` under its deterministic id and waits for the stream's confirmations.
+    private func publish(_ batch: [Done]) throws {
+        guard let js else { return }
+        let p = options.partition
+        for done in batch {
+            for (n, entry) in done.records.entries.enumerated() {
+                try js.publishAsync(
+                    TeamLogSubjects.out(p, entry.kind), entry.json,
+                    msgId: TeamLogSubjects.outMsgId(p, done.position, n))
+            }
+        }
+        try js.waitForPublishes(timeoutMs: 10_000)
+    }
+
+    // MARK: - Queries
+
+    private func answer(_ message: NATSMessage) {
+        let name = message.subject.split(separator: ".").last.map(String.init) ?? ""
+        let id = Id(String(decoding: message.data, as: UTF8.self))
+        let reply: JSONValue
+        do {
+            if name == "status" {
+                guard let store = writer.store else { throw WriterService.Failure(code: .notReady, message: "not open") }
+                var status = try store.status().json
+                if case .object(var fields) = status {
+                    fields.append(("partition", .int(Int64(options.partition))))
+                    fields.append(("partitions", .int(Int64(options.partitions))))
+                    fields.append(("sourcePosition", .int(Int64(writer.sourcePosition))))
+                    fields.append(("unpublished", .int(Int64(try writer.unpublished().count))))
+                    status = .object(fields)
+                }
+                reply = status
+            } else if let kind = QueryKind(rawValue: name) {
+                let view: JSONValue? = try writer.answer { store, txn in
+                    kind == .unread ? try QueryKind.unreadWithTimes(store, id, in: txn) : try kind.view(store, id, in: txn)
+                }
+                reply = view ?? Self.error(kind.missingCode, kind.missingMessage(id.string))
+            } else {
+                reply = Self.error("unknownQuery", "no query \(name)")
+            }
+        } catch {
+            reply = Self.error("unavailable", "\(error)")
+        }
+        monitor.locked { _stats.queries += 1 }
+        var w = JSONWriter()
+        w.write(reply)
+        try? connection.respond(to: message, w.bytes)
+    }
+
+    public static func error(_ code: String, _ message: String) -> JSONValue {
+        .object([("error", .object([("code", .string(code)), ("message", .string(message))]))])
+    }
+}

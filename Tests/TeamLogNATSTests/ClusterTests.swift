@@ -1,0 +1,187 @@
+import NATS
+import NATSServer
+import TeamLog
+import TeamLogNATS
+import TeamLogRuntime
+import TestSupport
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Issue 13's bars against real `nats-server` processes and real `teamlog serve --nats` partitions.
+///
+/// Every scenario ends with the same three checks:
+/// - **answers**: for every team, user, message and channel of the workload, the partitions (merged by
+///   `ClusterQueries`) answer what one store that ingested the workload directly answers, seqs aside;
+/// - **records, exactly once**: what each partition published on `TEAMLOG_OUT`, in order, is exactly
+///   what a fresh store produces from that partition's inputs — none missing, none twice — and every
+///   message id is `<p>:<input seq>:<n>`;
+/// - **audit**: after a SIGTERM (exit 0) every partition's store audits clean.
+@Suite(.serialized, .enabled(if: NATSServerProcess.isAvailable && TestSupport.teamlogIsBuilt))
+struct ClusterTests {
+    static let workloadSize = 1_500
+
+    /// Runs the three checks.
+    func verify(_ harness: ClusterHarness, _ lines: [String], _ connection: NATSConnection) throws {
+        try harness.waitUntilCaughtUp(connection)
+        let queries = ClusterQueries(connection: connection, partitions: harness.partitions)
+        let cluster = try ClusterHarness.answers(lines) { kind, id in try queries.answer(kind, id) }
+        let single = try harness.singleStoreAnswers(lines)
+        #expect(cluster.count == single.count)
+        let differing = single.keys.sorted().filter { cluster[$0] != single[$0] }
+        #expect(differing.isEmpty, "\(differing.count) differ; first: \(differing.first.map { "\($0)\n cluster \(cluster[$0] ?? "-")\n single  \(single[$0] ?? "-")" } ?? "")")
+
+        let expected = try harness.expectedRecords(connection)
+        let published = try harness.publishedRecords(connection)
+        for p in 0..<harness.partitions {
+            let got = published[p].map(\.json)
+            let firstDifference = Array(zip(got, expected[p])).firstIndex { $0 != $1 } ?? min(got.count, expected[p].count)
+            #expect(
+                got == expected[p],
+                "partition \(p): \(got.count) records published, \(expected[p].count) expected; first difference at \(firstDifference): \(firstDifference < got.count ? got[firstDifference] : "-") vs \(firstDifference < expected[p].count ? expected[p][firstDifference] : "-")")
+            let ids = published[p].map(\.id)
+            #expect(Set(ids).count == ids.count, "partition \(p) published an id twice")
+            #expect(ids.allSatisfy { $0.hasPrefix("\(p):") && $0.split(separator: ":").count == 3 })
+        }
+
+        for status in try harness.stopAll() { #expect(status == .exited(0)) }
+        for p in 0..<harness.partitions {
+            let audit = try ChildProcess(TestSupport.teamlogExecutable, ["audit", "--store", harness.storePath(p)])
+            _ = try audit.readToEnd(timeout: 60)
+            #expect(audit.wait() == .exited(0), "partition \(p)'s audit")
+        }
+    }
+
+    @Test(arguments: [1, 3])
+    func partitionsAnswerLikeOneStore(partitions: Int) throws {
+        let harness = try ClusterHarness(partitions: partitions)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: Self.workloadSize, seed: 7)
+        try harness.startAll()
+        try harness.route(lines, connection: connection)
+        try verify(harness, lines, connection)
+    }
+
+    /// kill -9 of a partition process at 10 random points while the workload flows, each restarted at
+    /// once on its store: nothing lost, nothing applied or published twice.
+    @Test func killNineAtRandomPoints() throws {
+        let harness = try ClusterHarness(partitions: 3)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: 3_000, seed: 11)
+        try harness.startAll()
+        var rng = SystemRandomNumberGenerator()
+        let chunks = 10
+        let size = lines.count / chunks
+        let router = RouterBox(harness: harness, connection: connection)
+        for k in 0..<chunks {
+            try router.route(Array(lines[(k * size)..<min(lines.count, (k + 1) * size)]), startingAt: k * size)
+            sleepMs(Int.random(in: 0...300, using: &rng))
+            let victim = Int.random(in: 0..<harness.partitions, using: &rng)
+            harness.kill(victim)
+            try harness.startPartition(victim)
+        }
+        try verify(harness, lines, connection)
+    }
+
+    /// One of three NATS servers killed mid-run (streams with 3 replicas): routing and processing go on,
+    /// the same checks hold.
+    @Test func killOneOfThreeNATSServers() throws {
+        let harness = try ClusterHarness(partitions: 3, clusterNodes: 3)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: Self.workloadSize, seed: 13)
+        try harness.startAll()
+        let router = RouterBox(harness: harness, connection: connection)
+        let half = lines.count / 2
+        try router.route(Array(lines[..<half]), startingAt: 0)
+        harness.cluster!.nodes[1].kill()
+        try router.route(Array(lines[half...]), startingAt: half)
+        try verify(harness, lines, connection)
+    }
+
+    /// A line the router cannot parse reaches partition 0 and is answered `rejected` there, with the
+    /// router's line number.
+    @Test func unparseableLineIsRejectedByPartitionZero() throws {
+        let harness = try ClusterHarness(partitions: 2)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        try harness.startAll()
+        try harness.route(
+            [#"{"op":"team.create","actor":"a","ts":1,"team":"t"}"#, "{not json", #"{"op":"team.fly","actor":"a"}"#],
+            connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        let zero = try harness.publishedRecords(connection)[0].map(\.json)
+        #expect(zero.contains { $0.contains(#""kind":"rejected","line":2"#) && $0.contains(#""code":"badJSON""#) })
+        #expect(zero.contains { $0.contains(#""kind":"rejected","line":3"#) && $0.contains(#""code":"unknownOp""#) })
+        _ = try harness.stopAll()
+    }
+}
+
+/// Routes chunks of one workload with one router (line numbers continue across chunks).
+final class RouterBox {
+    let router: OpRouter
+    init(harness: ClusterHarness, connection: NATSConnection) {
+        var options = OpRouter.Options()
+        options.partitions = harness.partitions
+        options.replicas = harness.replicas
+        options.window = 256
+        router = try! OpRouter(connection: connection, options: options)
+    }
+    func route(_ lines: [String], startingAt offset: Int) throws {
+        for (i, line) in lines.enumerated() {
+            try router.route(.text(number: offset + i + 1, bytes: Array(line.utf8)), now: 5_000_000_000_000)
+        }
+        try router.flush()
+    }
+}
+
+/// NATS unavailable at start: `route` and `serve --nats` fail with a clear error and a non-zero exit
+/// within their bounded retries, instead of hanging.
+@Suite(.enabled(if: TestSupport.teamlogIsBuilt))
+struct OutageTests {
+    @Test func routeAndServeFailClearlyWithoutNATS() throws {
+        let dir = TemporaryDirectory()
+        let input = dir.child("in.jsonl")
+        let fd = open(input, O_CREAT | O_WRONLY, 0o644)
+        _ = #"{"op":"clock.tick","actor":"a"}"#.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        let url = "nats://127.0.0.1:1"  // nothing listens on port 1
+        let started = monotonicSeconds()
+        let route = try ChildProcess(
+            TestSupport.teamlogExecutable, ["route", input, "--nats", url, "--partitions", "2"],
+            stderr: dir.child("route.err"))
+        _ = try route.readToEnd(timeout: 30)
+        #expect(route.wait() == .exited(3))
+        let serve = try ChildProcess(
+            TestSupport.teamlogExecutable,
+            [
+                "serve", "--store", dir.child("s"), "--listen", "127.0.0.1:0", "--nats", url, "--partition", "0",
+                "--partitions", "2",
+            ], stderr: dir.child("serve.err"))
+        _ = try serve.readToEnd(timeout: 30)
+        #expect(serve.wait() == .exited(3))
+        #expect(monotonicSeconds() - started < 25, "bounded retries")
+        for name in ["route.err", "serve.err"] {
+            let text = try readFile(dir.child(name))
+            #expect(text.contains("cannot connect to NATS at \(url)"), "\(name): \(text)")
+        }
+    }
+}
+
+func readFile(_ path: String) throws -> String {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { throw ChildProcessError("cannot open \(path)") }
+    defer { close(fd) }
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = read(fd, &buffer, buffer.count)
+        if n <= 0 { break }
+        bytes += buffer[..<n]
+    }
+    return String(decoding: bytes, as: UTF8.self)
+}

@@ -1,0 +1,130 @@
+import TeamLog
+import TeamLogRuntime
+import TeamLogStore
+import TestSupport
+import Testing
+
+/// Issue 13's exactly-once contract at the store: a stream input's position and its records (the
+/// outbox) are committed in the transaction of its events, survive a reopen, and an outbox entry is gone
+/// once its publish is confirmed.
+@Suite struct SourcePositionTests {
+    static func op(_ line: String) -> ParsedLine {
+        ParsedLine.parse(.text(number: 7, bytes: Array(line.utf8)))
+    }
+
+    @Test func positionAndOutboxCommitWithTheEventsAndSurviveReopen() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("s")
+        do {
+            let store = try Store(path: path)
+            #expect(store.sourcePosition == 0)
+            _ = try store.submit(
+                Op(actor: Id("u1"), ts: 1_000, body: .teamCreate(TeamCreate(team: Id("t1")))), now: 0)
+            store.stageSource(position: 41, outbox: [(41, [1, 2, 3])])
+            // Staged but not committed: a crash here (close drops pending work) loses both.
+            #expect(store.sourcePosition == 0)
+            try store.commit()
+            #expect(store.sourcePosition == 41)
+            store.close()
+        }
+        do {
+            let store = try Store(path: path)
+            #expect(store.sourcePosition == 41)
+            #expect(try store.outboxEntries().map(\.0) == [41])
+            #expect(try store.outboxEntries().first?.1 == [1, 2, 3])
+            #expect(try store.teamView(Id("t1")) != nil)
+            // A rejected input without opId has no event: the position still commits, alone.
+            store.stageSource(position: 42, outbox: [(42, [9])])
+            try store.commit()
+            #expect(store.sourcePosition == 42)
+            store.stagePublished([41])
+            try store.commit()
+            #expect(try store.outboxEntries().map(\.0) == [42])
+            #expect(try store.outboxEntries(after: 42).isEmpty)
+            store.close()
+        }
+        let reopened = try Store(path: path)
+        #expect(reopened.sourcePosition == 42)
+        #expect(try reopened.outboxEntries().map(\.0) == [42])
+    }
+
+    @Test func uncommittedPositionIsLostWithItsEvents() throws {
+        let dir = TemporaryDirectory()
+        let path = dir.child("s")
+        do {
+            let store = try Store(path: path)
+            _ = try store.submit(
+                Op(actor: Id("u1"), ts: 1_000, body: .teamCreate(TeamCreate(team: Id("t1")))), now: 0)
+            store.stageSource(position: 5, outbox: [(5, [5])])
+            store.close()  // nothing committed: as a crash before the commit
+        }
+        let store = try Store(path: path)
+        #expect(store.sourcePosition == 0)
+        #expect(try store.outboxEntries().isEmpty)
+        #expect(try store.teamView(Id("t1")) == nil)
+    }
+
+    /// Through the writer service: every record an input produces goes to the outbox, whatever a
+    /// request would print, and the service reports the committed position.
+    @Test func writerServiceWritesEveryRecordOfAStreamInput() throws {
+        let dir = TemporaryDirectory()
+        let writer = WriterService(path: dir.child("s"))
+        defer { writer.stop() }
+        while writer.state == .opening { usleepMs(2) }
+        let lines = [
+            #"{"op":"team.create","actor":"a","ts":1000,"team":"t","members":["b","c"]}"#,
+            #"{"op":"message.send","actor":"a","ts":1001,"to":{"type":"team","id":"t"},"messageId":"m1","content":{"type":"text","text":"hi"}}"#,
+            #"{"op":"team.kick","actor":"b","ts":1002,"team":"t","targets":["c"]}"#,
+        ]
+        var results: [OutboxRecords] = []
+        for (i, line) in lines.enumerated() {
+            let box = ResultBox()
+            writer.submit(Self.op(line), source: UInt64(10 + i)) { box.set($0) }
+            results.append(try OutboxRecords(decoding: try box.wait().get()))
+        }
+        #expect(writer.sourcePosition == 12)
+        #expect(results[0].entries.map(\.kind) == ["event", "tip", "delivery"])  // the tip is delivered too
+        #expect(results[1].entries.map(\.kind) == ["event", "delivery"])
+        #expect(results[2].entries.map(\.kind) == ["rejected"])
+        #expect(String(decoding: results[2].entries[0].json, as: UTF8.self).contains(#""line":7"#))
+        let unpublished = try writer.unpublished()
+        #expect(unpublished.map(\.position) == [10, 11, 12])
+        #expect(unpublished.map(\.records) == results)
+        writer.confirmPublished([10, 11])
+        // The confirmation commits on its own when nothing else comes.
+        var left = try writer.unpublished().map(\.position)
+        for _ in 0..<500 where left != [12] {
+            usleepMs(2)
+            left = try writer.unpublished().map(\.position)
+        }
+        #expect(left == [12])
+    }
+}
+
+/// One result handed between threads.
+final class ResultBox: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var value: Result<[UInt8], WriterService.Failure>?
+    func set(_ v: Result<[UInt8], WriterService.Failure>) {
+        monitor.locked {
+            value = v
+            monitor.broadcast()
+        }
+    }
+    func wait() -> Result<[UInt8], WriterService.Failure> {
+        monitor.locked {
+            monitor.wait { value != nil }
+            return value!
+        }
+    }
+}
+
+func usleepMs(_ ms: Int) {
+    var ts = timespec(tv_sec: ms / 1000, tv_nsec: (ms % 1000) * 1_000_000)
+    _ = nanosleep(&ts, nil)
+}
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+import TeamLogThreads
