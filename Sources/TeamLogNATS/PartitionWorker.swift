@@ -82,6 +82,8 @@ public final class PartitionWorker: @unchecked Sendable {
     private let monitor = Monitor()
     private var completed: [Done] = []
     private var inFlight = 0
+    /// Messages the consumer still had for this partition after the last fetch (`nil`: none fetched yet).
+    private var lastPending: UInt64?
     private var stopping = false
     private var _failure: String?
     private var _stats = Stats()
@@ -183,6 +185,11 @@ public final class PartitionWorker: @unchecked Sendable {
             do {
                 messages = try subscription.fetch(batch: options.fetchBatch, timeoutMs: options.fetchTimeoutMs)
                 failures = 0
+                if let last = messages.last {
+                    monitor.locked { lastPending = last.pendingCount }
+                } else {
+                    monitor.locked { lastPending = 0 }  // a fetch that waited and got nothing: none pending
+                }
             } catch {
                 // NATS away (a node restarting, a leader election): retried with a backoff; the consumer's
                 // position is on the server, so nothing is skipped.
@@ -316,7 +323,16 @@ public final class PartitionWorker: @unchecked Sendable {
                     fields.append(("partition", .int(Int64(options.partition))))
                     fields.append(("partitions", .int(Int64(options.partitions))))
                     fields.append(("sourcePosition", .int(Int64(writer.sourcePosition))))
-                    fields.append(("unpublished", .int(Int64(try writer.unpublished().count))))
+                    let unpublished = try writer.unpublished().count
+                    let (stats, pending, inFlight) = monitor.locked { (_stats, lastPending, self.inFlight) }
+                    fields.append(("unpublished", .int(Int64(unpublished))))
+                    fields.append(("consumed", .int(Int64(stats.consumed))))
+                    fields.append(("skipped", .int(Int64(stats.skipped))))
+                    fields.append(("published", .int(Int64(stats.published))))
+                    fields.append(("reseeks", .int(Int64(stats.reseeks))))
+                    fields.append(("republishedAtStart", .int(Int64(stats.republishedAtStart))))
+                    // Nothing left in the stream for it as of its last fetch, nothing in flight, nothing owed.
+                    fields.append(("caughtUp", .bool(pending == 0 && inFlight == 0 && unpublished == 0)))
                     status = .object(fields)
                 }
                 reply = status

@@ -1,6 +1,7 @@
 import ArgumentParser
 import TeamLog
 import TeamLogStore
+import TeamLogNATS
 
 /// `teamlog status`: the log's head, the projections' checkpoint and the lag between them, each table's
 /// size, the map sizes and the writer's pid.
@@ -13,7 +14,10 @@ struct Status: ParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
+    @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
+
     func run() throws {
+        if cluster.nats != nil { return try clusterStatus() }
         let status = try openForQuery(storeOptions.path).status()
         if json {
             try printOut(status.json.jsonString)
@@ -33,3 +37,26 @@ struct Status: ParsableCommand {
         try printOut(lines.joined(separator: "\n"))
     }
 }
+
+extension Status {
+    /// `teamlog status --nats URL --partitions N`: each partition's status (its store's, plus its stream
+    /// position, counters and whether it has caught up), one JSON array with `--json`.
+    func clusterStatus() throws {
+        let statuses: [JSONValue]
+        do { statuses = try cluster.queries().statuses() } catch {
+            printErr("teamlog: \(error)")
+            throw ExitCode(3)
+        }
+        if json { return try printOut(JSONValue.array(statuses).jsonString) }
+        var lines: [String] = []
+        for s in statuses {
+            lines.append(
+                "partition \(TeamLogNATS_text(s["partition"])): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
+                    + "\(TeamLogNATS_text(s["sourcePosition"])), consumed \(TeamLogNATS_text(s["consumed"])), unpublished "
+                    + "\(TeamLogNATS_text(s["unpublished"])), caught up \(TeamLogNATS_text(s["caughtUp"]))")
+        }
+        try printOut(lines.joined(separator: "\n"))
+    }
+}
+
+private func TeamLogNATS_text(_ v: JSONValue?) -> String { TeamTable.text(v) }
