@@ -121,6 +121,35 @@ struct ClusterTests {
     }
 }
 
+extension ClusterTests {
+    /// A partition's HTTP API stays up: queries answer from its store; posts are refused (409
+    /// `partitioned`), since its log must be its stream's order.
+    @Test func partitionServesHTTPQueriesAndRefusesPosts() throws {
+        let harness = try ClusterHarness(partitions: 1)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        try harness.startAll()
+        try harness.route([#"{"op":"team.create","actor":"a","ts":1,"team":"t","members":["b"]}"#], connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        let banner = try harness.processes[0]!.readLine(timeout: 10) ?? ""
+        guard let at = banner.range(of: "http://") else {
+            Issue.record("no URL in \(banner)")
+            return
+        }
+        let base = String(banner[at.lowerBound...])
+        let get = try ChildProcess("/usr/bin/curl", ["-s", "\(base)/v1/teams/t"])
+        let team = try JSONParser.parse(Array((try get.readToEnd(timeout: 10)).joined().utf8))
+        #expect(team["owner"]?.stringValue == "a")
+        #expect(team["memberCount"]?.intValue == 2)
+        let post = try ChildProcess(
+            "/usr/bin/curl", ["-s", "-w", "\n%{http_code}\n", "-X", "POST", "--data-binary", #"{"op":"clock.tick","actor":"a"}"#, "\(base)/v1/ops"])
+        let lines = try post.readToEnd(timeout: 10)
+        #expect(lines.last(where: { !$0.isEmpty }) == "409", "\(lines)")
+        #expect(lines.first?.contains(#""code":"partitioned""#) == true)
+        _ = try harness.stopAll()
+    }
+}
+
 /// Routes chunks of one workload with one router (line numbers continue across chunks).
 final class RouterBox {
     let router: OpRouter
