@@ -56,7 +56,7 @@ extension Store {
             let checkpoint = try pdbs.readCheckpoint(ptxn)
             return try env.read { txn in
                 let meta = try dbs.readMeta(txn)
-                let scratch = try makeScratch()
+                let scratch = try makeScratch(projectionsOnly: true)
                 defer { scratch.remove() }
                 try replay(into: scratch, in: txn, upTo: checkpoint.seq, progress: progress)
                 var report = AuditReport(

@@ -80,7 +80,9 @@ extension Store {
 
     /// A new, empty scratch store with this store's config, in a new directory under `$TMPDIR`: written
     /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
-    func makeScratch(config: Config? = nil) throws -> ScratchStore {
+    /// `projectionsOnly`: a replay into it keeps no log (`Store.projectionsOnly`) — for an audit or a
+    /// repair, which read only its projection tables; `--at` queries read its log too.
+    func makeScratch(config: Config? = nil, projectionsOnly: Bool = false) throws -> ScratchStore {
         let path = try ScratchStore.makeDirectory()
         var options = Options()
         options.noSync = true
@@ -93,6 +95,9 @@ extension Store {
         do {
             let scratch = try Store(path: path, options: options)
             scratch.wantsDeliveries = false
+            scratch.projectionsOnly = projectionsOnly
+            scratch.workingSet.onlyEvictedAreStored = true  // it starts empty
+            scratch.workingSet.wholesale = projectionsOnly
             return ScratchStore(store: scratch, path: path)
         } catch {
             ScratchStore.removeDirectory(path)
@@ -136,7 +141,11 @@ extension Store {
         let target = scratch.store
         func apply(_ event: Event) throws {
             try target.applyReplayed(event)
-            if target.pendingCount >= batchSize { try target.commit() }
+            if target.projectionsOnly {
+                if event.seq % UInt64(batchSize) == 0 { try target.replayedBatchDone() }
+            } else if target.pendingCount >= batchSize {
+                try target.commit()
+            }
             if event.seq % Store.releaseInterval == 0 {
                 // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
                 target.env.releaseResidentPages()

@@ -91,6 +91,7 @@ extension Store {
         guard
             checkpoint.seq < committedSeq || !world.changes.isEmpty
                 || !checkpointBuffer.isEmpty || checkpointFailed
+                || (projectionsOnly && checkpoint.seq < world.lastSeq)  // nothing committed: its log is empty
         else { return }
         startCheckpoint(after: nil)
         finishCheckpoint()

@@ -51,7 +51,7 @@ extension Store {
     /// Ops after the cut are lost from the store: feed them again (their opIds are free again).
     /// `progress` is the replay's (every 65,536 events).
     public func repair(progress: ((Int) -> Void)? = nil) throws -> RepairReport {
-        let scratch = try makeScratch()
+        let scratch = try makeScratch(projectionsOnly: true)
         defer { scratch.remove() }
         try env.read { txn in try replay(into: scratch, in: txn, upTo: nil, progress: progress) }
         let keep = UInt64(scratch.events)

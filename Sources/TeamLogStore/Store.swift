@@ -116,6 +116,12 @@ public final class Store {
     public internal(set) var lastCheckpointError: (any Error)?
     /// What is resident, and when it was last needed (see `WorkingSet`).
     var workingSet: WorkingSet
+    /// A scratch store that holds projections only (an audit's or a repair's replay): `applyReplayed`
+    /// appends nothing to its log — no encoding, no hash chain, no opId index; the replay verifies the
+    /// source log's chain itself — and checkpoints are started by `replayedBatchDone`, not by commits.
+    /// Its log stays empty, so its checkpoints carry the genesis hash: only its projection tables (and
+    /// the checkpoint's seq and ts) mean anything. Set before the first event.
+    var projectionsOnly = false
 
     /// The default working-set budget (256 MiB).
     public static let defaultCacheBytes = 256 << 20
@@ -341,7 +347,18 @@ public final class Store {
         try prefetch(event.op)
         pendingOutputsScratch.removeAll(keepingCapacity: true)
         world.apply(event, into: &pendingOutputsScratch)
-        append(event)
+        if !projectionsOnly { append(event) }
+    }
+
+    /// A projections-only store (`projectionsOnly`) after a run of `applyReplayed` events: encodes the
+    /// records they changed into the next checkpoint's buffer, as a log commit does, evicts when over
+    /// budget (`evictWholesaleIfOverBudget`), and starts a checkpoint when `checkpointOps` events have
+    /// been applied since the last one and it is done.
+    func replayedBatchDone() throws {
+        precondition(projectionsOnly, "a store with a log checkpoints at its commits")
+        bufferChanges()
+        if workingSet.wholesale { try evictWholesaleIfOverBudget() }
+        if opsSinceCheckpoint >= options.checkpointOps && inFlightCheckpointIsDone { startCheckpoint(after: nil) }
     }
 
     /// The seq of the event accepted with `opId`, if any.

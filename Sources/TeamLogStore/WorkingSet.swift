@@ -30,6 +30,17 @@ struct WorkingSet {
     var missing: [ResidentKey] = []
     /// Counters for `status`, metrics and benchmarks.
     var stats = WorkingSetStats()
+    /// Set for a scratch store, which starts empty and is written by this process alone: a unit its
+    /// projection environment holds was resident here first, so a unit that is not resident and was
+    /// never evicted does not exist, and is not looked up. A replay names a new id with almost every
+    /// message (each looked up in the B-tree to rule out a duplicate, in a read transaction renewed for
+    /// it); with this, only units that may have been evicted are.
+    var onlyEvictedAreStored = false
+    /// The units evicted so far, when `onlyEvictedAreStored` (made at the first eviction).
+    var evicted: BloomFilter?
+    /// Set for a projections-only replay (`Store.projectionsOnly`), which evicts wholesale
+    /// (`evictWholesaleIfOverBudget`) instead of unit by unit: no `lastNamed` or `clock` is kept.
+    var wholesale = false
 
     init(budgetBytes: Int) { self.budgetBytes = budgetBytes }
 }
@@ -139,17 +150,26 @@ extension Store {
                 missing.append(key)
             }
             if case .receiptRead = key { continue }  // part of its tally's unit
+            if workingSet.wholesale { continue }  // no per-unit bookkeeping
             if workingSet.lastNamed.updateValue(seq, forKey: key) == nil { workingSet.clock.append(key) }
         }
         if !missing.isEmpty { try load(missing, into: &world) }
     }
 
     /// Looks `keys` up in one read snapshot of the projection environment and makes those found resident.
+    /// A scratch store skips the units it never evicted (`WorkingSet.onlyEvictedAreStored`).
     private func load(_ keys: [ResidentKey], into world: inout World) throws {
+        if workingSet.onlyEvictedAreStored {
+            guard let evicted = workingSet.evicted, keys.contains(where: { evicted.mayContain($0.evictionUnit) })
+            else { return }
+        }
         var snapshot = workingSet.snapshot  // a local: the body changes `workingSet`
         defer { workingSet.snapshot = snapshot }
         try projectionEnv.read(reusing: &snapshot) { txn in
             for key in keys where !world.isResident(key) {
+                if workingSet.onlyEvictedAreStored && workingSet.evicted?.mayContain(key.evictionUnit) != true {
+                    continue
+                }
                 workingSet.stats.lookups += 1
                 if try loadUnit(key, txn, into: &world) { workingSet.stats.loads += 1 }
             }
@@ -240,6 +260,7 @@ extension Store {
     /// named since the previous sweep, oldest first, down to three quarters of the budget; then, if still
     /// over, clean units named since.
     func evictIfOverBudget() {
+        guard !workingSet.wholesale else { return }  // `evictWholesaleIfOverBudget` instead
         let budget = workingSet.budgetBytes
         var estimate = world.residentBytesEstimate
         // Units looked up but never made (rejected ops, unused tip ids) leave entries behind; drop them
@@ -270,6 +291,10 @@ extension Store {
                 }
                 let before = world.residentBytesEstimate(of: key)
                 world.evict(key)
+                if workingSet.onlyEvictedAreStored {
+                    if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
+                    workingSet.evicted!.insert(key)
+                }
                 workingSet.lastNamed[key] = nil
                 workingSet.stats.evictions += 1
                 estimate -= before
@@ -277,6 +302,42 @@ extension Store {
             if estimate <= target { break }
         }
         workingSet.previousSweepSeq = world.lastSeq
+    }
+
+    /// A projections-only replay's eviction (`WorkingSet.wholesale`): when the resident state is over
+    /// budget, checkpoints everything applied (waiting for it, so every unit is clean) and evicts every
+    /// unit — but the teams while their rosters take at most half the budget, as every team op reloads
+    /// its whole roster — remembering them in `WorkingSet.evicted`.
+    ///
+    /// A writer evicts unit by unit, the least recently named first (`evictIfOverBudget`), which costs a
+    /// `lastNamed` update for every unit every op names, a FIFO of every resident unit, and sweeps over
+    /// it: a quarter of an audit's replay thread and ~100 bytes per resident unit (perf, 1M events). A
+    /// replay waits for nobody, so the occasional reload of a hot unit after a wholesale eviction (one
+    /// B-tree lookup each; a few per 256 MiB of new state) costs far less than tracking recency.
+    func evictWholesaleIfOverBudget() throws {
+        precondition(workingSet.wholesale)
+        let budget = workingSet.budgetBytes
+        guard world.residentBytesEstimate > budget else { return }
+        finishCheckpoint()
+        startCheckpoint(after: nil)
+        finishCheckpoint()
+        if let lastCheckpointError { throw lastCheckpointError }
+        workingSet.stats.sweeps += 1
+        if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
+        var teamBytes = 0
+        for id in world.teams.keys { teamBytes += world.residentBytesEstimate(of: .team(id)) }
+        var units: [ResidentKey] = []
+        if teamBytes > budget / 2 { for id in world.teams.keys { units.append(.team(id)) } }
+        for key in world.convs.keys { units.append(.conv(key)) }
+        for (user, convs) in world.userConvs { for key in convs.keys { units.append(.userConv(user, key)) } }
+        for id in world.receipts.keys { units.append(.receipt(id)) }
+        for id in world.messages.keys { workingSet.evicted!.insert(.message(id)) }
+        workingSet.stats.evictions += world.messages.count + units.count
+        world.messages.removeAll()
+        for key in units {
+            world.evict(key)
+            workingSet.evicted!.insert(key)
+        }
     }
 
     /// Debug check after an op: every record it changed (`changes`, set apart from the batch's) belongs
@@ -322,5 +383,54 @@ extension Store {
         }
         all.finishRestore()
         return all
+    }
+}
+
+extension ResidentKey {
+    /// The unit whose eviction may have left this key's records stored and not resident: a reader is
+    /// part of its tally.
+    var evictionUnit: ResidentKey {
+        if case .receiptRead(let id, _) = self { return .receipt(id) }
+        return self
+    }
+}
+
+/// A Bloom filter of resident keys: `mayContain` is true for every key inserted, and for about 1% of the
+/// others up to one key per ten bits (then more). 16 MiB at 2^27 bits; four probes by double hashing
+/// of the key's `hashValue` (seeded per process: which keys are false positives varies between runs, what
+/// they cost — a lookup that finds nothing — does not change any result).
+struct BloomFilter {
+    private var words: [UInt64]
+    private let mask: Int
+
+    /// `bits`: a power of two.
+    init(bits: Int) {
+        precondition(bits >= 64 && bits & (bits - 1) == 0)
+        words = Array(repeating: 0, count: bits / 64)
+        mask = bits - 1
+    }
+
+    private func probes(_ key: ResidentKey) -> (Int, Int) {
+        let h = key.hashValue
+        return (h, (h >> 29 | h << 35) | 1)
+    }
+
+    mutating func insert(_ key: ResidentKey) {
+        var (h, step) = probes(key)
+        for _ in 0..<4 {
+            let bit = h & mask
+            words[bit >> 6] |= 1 << UInt64(bit & 63)
+            h = h &+ step
+        }
+    }
+
+    func mayContain(_ key: ResidentKey) -> Bool {
+        var (h, step) = probes(key)
+        for _ in 0..<4 {
+            let bit = h & mask
+            if words[bit >> 6] & (1 << UInt64(bit & 63)) == 0 { return false }
+            h = h &+ step
+        }
+        return true
     }
 }
