@@ -326,6 +326,12 @@ public final class WriterService: @unchecked Sendable {
                     }
                     guard let seq else { return }
                     if printsAll { return output.seqs.append(seq) }
+                    if fromSource, let json = outbox.entries.last?.json {
+                        // Encoded once: the record stream takes the outbox's bytes.
+                        byEvent[seq, default: []] += json
+                        byEvent[seq, default: []].append(0x0A)
+                        return
+                    }
                     writer.bytes.removeAll(keepingCapacity: true)
                     record.write(into: &writer)
                     writer.bytes.append(0x0A)
