@@ -55,9 +55,9 @@ let package = Package(
         // MARK: The safe wrapper: the only target that imports CLMDB
         .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
         // MARK: The safe NATS / JetStream client: the only target that imports CNATS
-        .target(name: "NATS", dependencies: ["CNATS"], swiftSettings: swiftSettings),
+        .target(name: "NATS", dependencies: ["CNATS", "TeamLogThreads"], swiftSettings: swiftSettings),
         // MARK: Real nats-server processes (single node and cluster) for tests, the demo and benchmarks
-        .target(name: "NATSServer", swiftSettings: swiftSettings),
+        .target(name: "NATSServer", dependencies: ["TeamLogThreads"], swiftSettings: swiftSettings),
         // MARK: The pure domain
         .target(name: "TeamLog", swiftSettings: swiftSettings),
         // MARK: Seeded workloads (demo, property tests, benchmarks)

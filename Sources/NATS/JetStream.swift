@@ -1,3 +1,4 @@
+import TeamLogThreads
 internal import CNATS
 
 #if canImport(Glibc)
@@ -81,7 +82,7 @@ public final class JetStream: @unchecked Sendable {
     public let connection: NATSConnection
     let ctx: OpaquePointer
     private let sink: Unmanaged<AsyncErrorSink>
-    private let state = Lock()
+    private let state = Monitor()
     private var asyncInFlight = false
     /// The timeout of every JetStream API call, in milliseconds.
     public let timeoutMs: Int
@@ -218,7 +219,7 @@ public final class JetStream: @unchecked Sendable {
     public func publishAsync(
         _ subject: String, _ data: [UInt8], msgId: String? = nil, headers: [(String, String)] = []
     ) throws {
-        state.withLock { asyncInFlight = true }
+        state.locked { asyncInFlight = true }
         let arena = CStringArena()
         var opts = jsPubOptions()
         try check(jsPubOptions_Init(&opts), "jsPubOptions_Init")
@@ -238,7 +239,7 @@ public final class JetStream: @unchecked Sendable {
         try check(jsPubOptions_Init(&opts), "jsPubOptions_Init")
         opts.MaxWait = Int64(timeoutMs)
         let status = js_PublishAsyncComplete(ctx, &opts)
-        if status == NATS_OK { state.withLock { asyncInFlight = false } }
+        if status == NATS_OK { state.locked { asyncInFlight = false } }
         let failures = sink.takeUnretainedValue().take()
         if let first = failures.first {
             throw NATSError(
@@ -330,13 +331,13 @@ public final class JetStream: @unchecked Sendable {
 
 /// Failures of asynchronous publishes, recorded on library threads until `waitForPublishes` takes them.
 private final class AsyncErrorSink: @unchecked Sendable {
-    private let lock = Lock()
+    private let lock = Monitor()
     private var failures: [NATSError] = []
 
-    func record(_ error: NATSError) { lock.withLock { failures.append(error) } }
+    func record(_ error: NATSError) { lock.locked { failures.append(error) } }
 
     func take() -> [NATSError] {
-        lock.withLock {
+        lock.locked {
             defer { failures = [] }
             return failures
         }
@@ -349,7 +350,7 @@ private final class AsyncErrorSink: @unchecked Sendable {
 /// same durable name continues where acks left off.
 public final class PullSubscription: @unchecked Sendable {
     private let jetStream: JetStream
-    private let lock = Lock()
+    private let lock = Monitor()
     private var sub: OpaquePointer?
     /// The stream consumed.
     public let stream: String
@@ -368,7 +369,7 @@ public final class PullSubscription: @unchecked Sendable {
     /// Up to `batch` messages; an empty array when none arrived within `timeoutMs` (a timeout is not an
     /// error). Calls are serialized.
     public func fetch(batch: Int, timeoutMs: Int) throws -> [NATSMessage] {
-        try lock.withLock {
+        try lock.locked {
             guard let sub else {
                 throw NATSError(code: .illegalState, message: "subscription closed", context: "fetch \(durable)")
             }

@@ -1,3 +1,4 @@
+import TeamLogThreads
 internal import CNATS
 
 #if canImport(Glibc)
@@ -20,28 +21,6 @@ internal import CNATS
 //   handler runs is safe.
 // - Objects own their C handles and free them in `deinit`: a `NATSSubscription` and a `JetStream` hold
 //   their connection strongly, so a connection outlives everything made from it.
-
-/// Serializes access to state shared with library threads (a pthread mutex at a stable heap address).
-final class Lock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}
 
 /// C strings that live as long as the arena (for C structs that point at several strings at once).
 final class CStringArena {
@@ -249,7 +228,7 @@ private final class HandlerBox {
 /// A live core NATS subscription; unsubscribes on `cancel()` or `deinit`.
 public final class NATSSubscription: @unchecked Sendable {
     private let connection: NATSConnection
-    private let lock = Lock()
+    private let lock = Monitor()
     private var sub: OpaquePointer?
     /// The subject subscribed to.
     public let subject: String
@@ -263,7 +242,7 @@ public final class NATSSubscription: @unchecked Sendable {
     /// Removes interest (no handler call starts afterwards, one in progress may finish). Idempotent; may be
     /// called from the handler itself.
     public func cancel() {
-        let taken: OpaquePointer? = lock.withLock {
+        let taken: OpaquePointer? = lock.locked {
             defer { sub = nil }
             return sub
         }
@@ -273,7 +252,7 @@ public final class NATSSubscription: @unchecked Sendable {
     }
 
     /// Whether the subscription is still open.
-    public var isValid: Bool { lock.withLock { sub.map { natsSubscription_IsValid($0) } ?? false } }
+    public var isValid: Bool { lock.locked { sub.map { natsSubscription_IsValid($0) } ?? false } }
 
     deinit { cancel() }
 }

@@ -1,3 +1,4 @@
+import TeamLogThreads
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -35,17 +36,17 @@ public final class NATSServerProcess: @unchecked Sendable {
     public let arguments: [String]
     /// The monitoring port, when monitoring is on (clusters use it to wait for a meta leader).
     public let monitorPort: Int?
-    private let lock = ProcessLock()
+    private let lock = Monitor()
     private var pid: pid_t?
 
     /// The client URL, `nats://127.0.0.1:<port>`.
     public var url: String { "nats://127.0.0.1:\(port)" }
 
     /// The process id while running.
-    public var processID: Int32? { lock.withLock { pid } }
+    public var processID: Int32? { lock.locked { pid } }
 
     /// Whether the process was started and not yet stopped or killed (it may have died on its own).
-    public var isRunning: Bool { lock.withLock { pid != nil } }
+    public var isRunning: Bool { lock.locked { pid != nil } }
 
     private init(port: Int, storeDir: String?, logFile: String, arguments: [String], monitorPort: Int?) {
         self.port = port
@@ -95,7 +96,7 @@ public final class NATSServerProcess: @unchecked Sendable {
 
     /// Kills the process with SIGKILL (a crash: nothing is flushed) and reaps it. Idempotent.
     public func kill() {
-        lock.withLock {
+        lock.locked {
             guard let running = pid else { return }
             Glibc.kill(running, SIGKILL)
             Self.reap(running)
@@ -106,7 +107,7 @@ public final class NATSServerProcess: @unchecked Sendable {
     /// Stops the process with SIGTERM (a clean shutdown) and waits up to `timeout` seconds for it,
     /// killing it when it takes longer. Idempotent.
     public func stop(timeout: Double = 10) {
-        lock.withLock {
+        lock.locked {
             guard let running = pid else { return }
             Glibc.kill(running, SIGTERM)
             let deadline = monotonicNow() + timeout
@@ -151,13 +152,13 @@ public final class NATSServerProcess: @unchecked Sendable {
     private func launch(timeout: Double) throws {
         let executable = try Self.executable()
         let child = try spawn(executable, arguments, output: logFile)
-        lock.withLock { pid = child }
+        lock.locked { pid = child }
         let deadline = monotonicNow() + timeout
         while true {
             if canConnect(port: port) { return }
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
-                lock.withLock { pid = nil }
+                lock.locked { pid = nil }
                 throw NATSServerError(
                     "nats-server on port \(port) exited during startup (status \(status)); log \(logFile):\n"
                         + logTail())
@@ -386,24 +387,3 @@ func monotonicNow() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// A process-wide mutex on a heap address of its own.
-final class ProcessLock: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    func withLock<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}

@@ -202,15 +202,5 @@ struct OutageTests {
 }
 
 func readFile(_ path: String) throws -> String {
-    let fd = open(path, O_RDONLY)
-    guard fd >= 0 else { throw ChildProcessError("cannot open \(path)") }
-    defer { close(fd) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = read(fd, &buffer, buffer.count)
-        if n <= 0 { break }
-        bytes += buffer[..<n]
-    }
-    return String(decoding: bytes, as: UTF8.self)
+    String(decoding: try readBytes(path), as: UTF8.self)
 }
