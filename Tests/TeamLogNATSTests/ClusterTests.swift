@@ -19,7 +19,7 @@ import Testing
 ///   what a fresh store produces from that partition's inputs — none missing, none twice — and every
 ///   message id is `<p>:<input seq>:<n>`;
 /// - **audit**: after a SIGTERM (exit 0) every partition's store audits clean.
-@Suite(.serialized, .enabled(if: NATSServerProcess.isAvailable && TestSupport.teamlogIsBuilt))
+@Suite(.serialized, .enabled(if: TestSupport.teamlogIsBuilt))
 struct ClusterTests {
     static let workloadSize = 1_500
 
