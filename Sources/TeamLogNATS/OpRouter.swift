@@ -74,6 +74,9 @@ public final class OpRouter {
         if pending.count >= options.window { try flush() }
     }
 
+    /// Whether routed messages wait to be published (`flush`).
+    public var hasPending: Bool { !pending.isEmpty }
+
     /// Publishes and confirms everything routed so far.
     public func flush() throws {
         guard !pending.isEmpty else { return }

@@ -93,9 +93,16 @@ struct Route: ParsableCommand {
         var reader = LineReader(fd: fd)
         let start = monotonicSeconds()
         do {
-            while let line = try reader.next() {
-                try router.route(line, now: Processor.wallClock())
-                if progress.isOn { progress.update(reader.bytesConsumed) }
+            // A live feed (`-` from a pipe) is not held back until a window fills: what was routed is
+            // published and confirmed as soon as input pauses for 5 ms.
+            loop: while true {
+                switch try reader.next(timeoutMs: router.hasPending ? 5 : nil) {
+                case .line(let line):
+                    try router.route(line, now: Processor.wallClock())
+                    if progress.isOn { progress.update(reader.bytesConsumed) }
+                case .timeout: try router.flush()
+                case .end: break loop
+                }
             }
             try router.flush()
         } catch {
