@@ -244,7 +244,8 @@ public enum OpenAPIDocument {
                 Body: JSON Lines of ops (`application/x-ndjson`; a single JSON object is one line). Each line is
                 decided in order; a malformed line is a `rejected` record, not an HTTP error. Requests that arrive
                 together share one group commit (one fsync). `line` numbers are relative to this body. The records
-                are sent only after the batch is durable.
+                are sent only after the batch is durable. A partition of a NATS deployment (`serve --nats`) takes
+                its ops from its stream only and answers 409 `partitioned` (docs/nats.md).
               security: [{ bearer: [] }]
               parameters:
                 - name: emit
@@ -269,6 +270,7 @@ public enum OpenAPIDocument {
                       x-line-schema: { $ref: "#/components/schemas/Record" }
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
+                "409": { $ref: "#/components/responses/Error" }
                 "413": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
