@@ -130,7 +130,19 @@ struct NATSBench {
         var latencyRuns: [LatencyRun] = []
         var problems: [String] = []
         for n in 1...options.maxPartitions {
-            let live = try deploy(n, lines: lines[..<options.ops], teamlog: teamlog, dir: dir + "/n\(n)")
+            // A deployment whose partition fails is reported and tried once more (fresh server and stores).
+            var attempt = 0
+            var made: Live?
+            while made == nil && attempt < 2 {
+                attempt += 1
+                do {
+                    made = try deploy(n, lines: lines[..<options.ops], teamlog: teamlog, dir: dir + "/n\(n)-\(attempt)")
+                } catch {
+                    problems.append("N=\(n), attempt \(attempt): \(error)")
+                    progress("  N=\(n) attempt \(attempt) failed: \(error)")
+                }
+            }
+            guard let live = made else { continue }
             defer { live.stop() }
             deployments.append(live.deployment)
             let d = live.deployment
@@ -290,7 +302,13 @@ struct NATSBench {
             for (p, child) in children.enumerated() {
                 var status: Int32 = 0
                 if waitpid(child.pid, &status, WNOHANG) == child.pid {
-                    throw BenchError("partition \(p) exited (status \(status)): \(tail(readText(dir + "/p\(p).err")))")
+                    // Its whole stderr (a crash's backtrace) is kept in the output directory.
+                    mkdir(options.outDir, 0o755)
+                    let kept = options.outDir + "/partition-\(p)-of-\(last.count)-exit-\(Int(now())).err"
+                    writeFile(kept, readText(dir + "/p\(p).err"))
+                    throw BenchError(
+                        "partition \(p) of \(last.count) exited (wait status \(status)) before catching up; stderr "
+                            + "kept in \(kept): \(tail(String(readText(dir + "/p\(p).err").prefix(400))))")
                 }
             }
             if now() > deadline {
@@ -513,7 +531,8 @@ struct NATSBench {
             let cost = cpu / Double(one.perPartition[0])
             md += "Cost per op of a partition, measured at N=1: \(fmt(cpu, 2)) CPU s for "
             md += "\(fmt(Double(one.perPartition[0]))) messages = \(fmt(cost * 1e6, 2)) µs/op "
-            md += "(\(fmt(1 / cost)) ops per CPU second). "
+            md += "(\(fmt(1 / cost)) ops per CPU second; the CLI ingest: \(fmt(b.cpuSeconds / ops * 1e6, 2)) µs/op, "
+            md += "without consuming, the outbox and publishing records). "
             md += "Modeled rate(N) = 1 / (max over partitions of its share of the lines, broadcast included, × "
             md += "cost per op): each partition alone on its machine, nats-server and the router not the limit, "
             md += "every op costing the average.\n\n"
