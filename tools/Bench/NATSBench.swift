@@ -60,6 +60,8 @@ struct NATSBench {
         var partitionCPU: [Double]
         /// CPU seconds of nats-server during the catch-up.
         var serverCPU: Double
+        /// Records on `TEAMLOG_OUT` when caught up (every kind: events, deliveries, notices …).
+        var records: UInt64 = 0
         /// Peak RSS of each partition (MB), from wait4 at the end.
         var partitionRSS: [Double] = []
     }
@@ -271,6 +273,7 @@ struct NATSBench {
         live.deployment.catchUpSeconds = now() - t
         live.deployment.partitionCPU = children.map { $0.cpuSeconds ?? .nan }
         live.deployment.serverCPU = (procCPUSeconds(serverPID) ?? .nan) - serverBefore
+        live.deployment.records = (try? connection.jetStream().streamState(TeamLogSubjects.outStream))?.messages ?? 0
         return live
     }
 
@@ -486,15 +489,16 @@ struct NATSBench {
 
         md += "### Throughput\n\n"
         md += "| run | ops/s | × CLI | wall s | messages per partition | partition CPU s | nats-server CPU s "
-        md += "| router lines/s |\n|---|---:|---:|---:|---|---|---:|---:|\n"
+        md += "| records published | router lines/s |\n|---|---:|---:|---:|---|---|---:|---:|---:|\n"
         let b = baseline.run
         md += "| CLI `teamlog ingest --emit none` (single store) | \(fmt(baseline.rate)) | 1.00 "
-        md += "| \(fmt(b.seconds, 2)) | — | \(fmt(b.cpuSeconds, 2)) | — | — |\n"
+        md += "| \(fmt(b.seconds, 2)) | — | \(fmt(b.cpuSeconds, 2)) | — | none (`--emit none`) | — |\n"
         for d in deployments {
             let rate = ops / d.catchUpSeconds
             md += "| N=\(d.partitions) partitions | \(fmt(rate)) | \(fmt(rate / baseline.rate, 2)) "
             md += "| \(fmt(d.catchUpSeconds, 2)) | \(d.perPartition.map { fmt(Double($0)) }.joined(separator: " / ")) "
             md += "| \(d.partitionCPU.map { fmt($0, 2) }.joined(separator: " / ")) | \(fmt(d.serverCPU, 2)) "
+            md += "| \(fmt(Double(d.records))) "
             md += "| \(fmt(Double(d.routedLines) / d.routeSeconds)) |\n"
         }
         if let s = baseline.summary {
