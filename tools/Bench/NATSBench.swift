@@ -110,11 +110,13 @@ struct NATSBench {
         var workloadOptions = MixedWorkload.Options()
         workloadOptions.seed = options.seed
         workloadOptions.maxTeam = options.maxTeam
-        progress("generating \(fmt(Double(options.ops + extra))) ops (seed \(options.seed), max team \(options.maxTeam))…")
+        progress(
+            "generating \(fmt(Double(options.ops + extra))) ops (seed \(options.seed), max team \(options.maxTeam))…")
         var generator = MixedWorkload(options: workloadOptions)
         let lines = (0..<(options.ops + extra)).map { _ in Array(generator.next().utf8) }
         let file = dir + "/workload.jsonl"
-        writeFile(file, lines[..<options.ops].map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n") + "\n")
+        writeFile(
+            file, lines[..<options.ops].map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n") + "\n")
 
         // 1. The single-store baseline.
         progress("baseline: teamlog ingest (durable, default settings)…")
