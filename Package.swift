@@ -124,7 +124,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "teamlog-bench",
-            dependencies: ["TeamLog", "TeamLogStore", "TeamLogRuntime", "TeamLogWorkload", "LMDB", "CSQLite"],
+            dependencies: [
+                "TeamLog", "TeamLogStore", "TeamLogRuntime", "TeamLogWorkload", "LMDB", "CSQLite", "NATS", "NATSServer",
+                "TeamLogNATS",
+            ],
             path: "tools/Bench",
             swiftSettings: swiftSettings
         ),

@@ -103,3 +103,73 @@ enum ChildProcess {
         return path
     }
 }
+
+/// A child started by `ChildProcess.spawn` and not yet reaped (for the long-running `teamlog serve`
+/// partitions of `--nats`).
+struct RunningChild {
+    let pid: pid_t
+    let executable: String
+    /// When it was spawned (`now()`).
+    let started: Double
+
+    /// User + system CPU seconds so far, from `/proc/<pid>/stat` (utime and stime, fields 14 and 15);
+    /// nil when it cannot be read.
+    var cpuSeconds: Double? { procCPUSeconds(pid) }
+
+    /// Sends `signal` and reaps the child; its wall time and usage as a `ChildRun`.
+    @discardableResult
+    func stop(_ signal: Int32 = SIGTERM) -> ChildRun? {
+        kill(pid, signal)
+        var status: Int32 = 0
+        var usage = rusage()
+        while wait4(pid, &status, 0, &usage) < 0 {
+            guard errno == EINTR else { return nil }
+        }
+        let code = status & 0x7f
+        return ChildRun(
+            exitStatus: code == 0 ? (status >> 8) & 0xff : nil, signal: code == 0 ? nil : code,
+            seconds: now() - started,
+            cpuSeconds: Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+                + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6,
+            peakRSSBytes: Int(usage.ru_maxrss) * 1024)
+    }
+}
+
+/// User + system CPU seconds of process `pid` from `/proc/<pid>/stat`, or nil.
+func procCPUSeconds(_ pid: pid_t) -> Double? {
+    guard let f = fopen("/proc/\(pid)/stat", "r") else { return nil }
+    defer { fclose(f) }
+    var buffer = [CChar](repeating: 0, count: 4096)
+    guard fgets(&buffer, Int32(buffer.count), f) != nil else { return nil }
+    let text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    // The command name (field 2) is in parentheses and may hold spaces: count fields after the last ')'.
+    guard let close = text.lastIndex(of: ")") else { return nil }
+    let fields = text[text.index(after: close)...].split(separator: " ")
+    // fields[0] is field 3 (state), so utime (14) and stime (15) are fields[11] and fields[12].
+    guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
+extension ChildProcess {
+    /// Starts `executable` with `arguments` (stdin /dev/null, stdout and stderr to the given files) and
+    /// returns at once; `RunningChild.stop` ends and reaps it.
+    static func spawn(_ executable: String, _ arguments: [String], stdout: String, stderr: String) throws
+        -> RunningChild
+    {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let start = now()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else {
+            throw BenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        return RunningChild(pid: pid, executable: executable, started: start)
+    }
+}

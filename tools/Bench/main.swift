@@ -4,6 +4,8 @@
 //                                      [--row-mix-ops N] [--sqlite-seconds S]
 //   teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR] [--keep]
 //     (issue 11's bars on the real CLI as child processes: ScaleBench.swift)
+//   teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]
+//     (issue 13: the CLI against 1, 2, 3 NATS JetStream partitions, latency, the scaling model: NATSBench.swift)
 //
 // Reports ops/s, member-decisions/s, deliveries/s, replay (audit) events/s, peak memory, store bytes per
 // event and stream commit latency, beside the raw-LMDB-append limit, a naive per-member fan-out and the
@@ -79,6 +81,8 @@ func run() throws {
     var sqliteBudget = 30.0
     var scale = false  // --scale: issue 11's bars instead (ScaleBench.swift); shares --seed, --max-team, --out
     var scaleOptions = ScaleBench.Options()
+    var nats = false  // --nats: issue 13's measurements (NATSBench.swift); shares --seed, --max-team, --out
+    var natsOptions = NATSBench.Options()
     var args = CommandLine.arguments.dropFirst().makeIterator()
     while let a = args.next() {
         switch a {
@@ -86,16 +90,21 @@ func run() throws {
         case "--seed":
             options.seed = UInt64(args.next()!)!
             scaleOptions.seed = options.seed
+            natsOptions.seed = options.seed
         case "--max-team":
             options.maxTeam = Int(args.next()!)!
             scaleOptions.maxTeam = options.maxTeam
+            natsOptions.maxTeam = options.maxTeam
         case "--out":
             outDir = args.next()!
             scaleOptions.outDir = outDir
+            natsOptions.outDir = outDir
         case "--scale": scale = true
         case "--scale-ops": scaleOptions.ops = Int(args.next()!)!
         case "--scale-chunk": scaleOptions.chunk = Int(args.next()!)!
         case "--keep": scaleOptions.keep = true
+        case "--nats": nats = true
+        case "--nats-ops": natsOptions.ops = Int(args.next()!)!
         case "--row-mix-ops": rowMixOps = Int(args.next()!)!
         case "--sqlite-seconds": sqliteBudget = Double(args.next()!)!
         case "--parse-file":
@@ -108,11 +117,16 @@ func run() throws {
             print(
                 "       teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR]"
                     + " [--keep]")
+            print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
             exit(2)
         }
     }
     if scale {
         try ScaleBench(options: scaleOptions).run()
+        return
+    }
+    if nats {
+        try NATSBench(options: natsOptions).run()
         return
     }
     mkdir(outDir, 0o755)  // may exist
