@@ -43,7 +43,7 @@ public final class OpRouter {
     public init(connection: NATSConnection, options: Options) throws {
         self.connection = connection
         self.options = options
-        js = try connection.jetStream()
+        js = try connection.jetStream(maxPendingAsync: 65_536)  // windows stay far below: no stall inside libnats
         try retrying(options.retries, "creating the streams") { [js] in
             try TeamLogSubjects.ensureStreams(js, replicas: options.replicas)
         }
