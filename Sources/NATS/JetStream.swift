@@ -240,6 +240,13 @@ public final class JetStream: @unchecked Sendable {
         opts.MaxWait = Int64(timeoutMs)
         let status = js_PublishAsyncComplete(ctx, &opts)
         if status == NATS_OK { state.locked { asyncInFlight = false } }
+        if status == NATS_TIMEOUT {
+            // Publishes whose acks did not come in time (their server died, a leader moved) would stay in
+            // libnats' pending list forever and make every later wait time out too: take them back and
+            // drop them. The caller publishes again under the same message ids; the stream de-duplicates.
+            var pending = natsMsgList()
+            if js_PublishAsyncGetPendingList(&pending, ctx) == NATS_OK { natsMsgList_Destroy(&pending) }
+        }
         let failures = sink.takeUnretainedValue().take()
         if let first = failures.first {
             throw NATSError(
