@@ -177,7 +177,8 @@ let package = Package(
         .testTarget(
             name: "TeamLogHTTPTests",
             dependencies: [
-                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "LMDB", "TestSupport",
+                "TeamLogHTTP", "TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "TeamLogWorkload", "LMDB",
+                "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ],

@@ -20,8 +20,10 @@ internal import CNATS
 //   callback.
 // - Pull consumers are durable and created explicitly (`js_AddConsumer`) when absent, then bound to by
 //   name, so destroying or recreating the subscription never deletes the consumer: what was acked stays
-//   acked, what was not is redelivered after `ackWait`. Acks publish "+ACK" to the delivery's reply
-//   subject on the same connection as the fetches, so a later fetch is always processed after them.
+//   acked, what was not is redelivered after `ackWait`. Fetching sends the pull requests itself over a
+//   plain subscription (not libnats' `natsSubscription_Fetch`, which can write past its batch array).
+//   Acks publish "+ACK" to the delivery's reply subject on the same connection as the fetches, so a later
+//   fetch is always processed after them.
 
 /// A JetStream context: streams, publishing with acknowledgements, pull consumers and stored messages.
 public final class JetStream: @unchecked Sendable {
@@ -296,20 +298,22 @@ public final class JetStream: @unchecked Sendable {
         } else {
             try check(lookup, jsCode, "js_GetConsumerInfo \(stream)/\(durable)")
         }
-        let arena = CStringArena()
-        var subOpts = jsSubOptions()
-        try check(jsSubOptions_Init(&subOpts), "jsSubOptions_Init")
-        subOpts.Stream = arena(stream)
-        subOpts.Consumer = arena(durable)
-        var sub: OpaquePointer?
-        jsCode = jsErrCode(rawValue: 0)
-        let status = js_PullSubscribe(&sub, ctx, subject, durable, nil, &subOpts, &jsCode)
-        withExtendedLifetime(arena) {}
-        try check(status, jsCode, "js_PullSubscribe \(stream)/\(durable)")
-        guard let sub else {
-            throw NATSError(code: .illegalState, message: "no subscription", context: "js_PullSubscribe")
+        // Bound with a plain subscription on an inbox of our own, not `js_PullSubscribe`: libnats 3.4's
+        // `natsSubscription_Fetch` overruns its batch array (see `PullSubscription`).
+        var inbox: UnsafeMutablePointer<CChar>?
+        try check(natsInbox_Create(&inbox), "natsInbox_Create")
+        guard let inbox else {
+            throw NATSError(code: .illegalState, message: "no inbox", context: "natsInbox_Create")
         }
-        return PullSubscription(jetStream: self, sub: sub, stream: stream, durable: durable)
+        let prefix = String(cString: inbox) + "."
+        natsInbox_Destroy(inbox)
+        var sub: OpaquePointer?
+        try check(
+            natsConnection_SubscribeSync(&sub, connection.nc, prefix + "*"), "natsConnection_SubscribeSync \(durable)")
+        guard let sub else {
+            throw NATSError(code: .illegalState, message: "no subscription", context: "pullSubscribe \(durable)")
+        }
+        return PullSubscription(jetStream: self, sub: sub, inboxPrefix: prefix, stream: stream, durable: durable)
     }
 
     /// Deletes a consumer (e.g. a durable no longer wanted); `.notFound` when absent.
@@ -355,43 +359,138 @@ private final class AsyncErrorSink: @unchecked Sendable {
 ///
 /// Destroying it (or its process dying) leaves the consumer on the server: a new subscription with the
 /// same durable name continues where acks left off.
+///
+/// Fetching is done here, over a plain subscription on an inbox of its own, and not with libnats 3.4's
+/// `natsSubscription_Fetch`: that one first takes the deliveries already queued (those of an earlier fetch
+/// that gave up before they arrived), asks the server for `batch - taken` more, then loops until it holds
+/// exactly `batch - taken` messages — a count it has already passed when more than half a batch was
+/// queued, so it keeps appending every later delivery past the end of its `batch`-sized array: heap
+/// corruption (`malloc(): smallbin double linked list corrupted`) in loaded partitions whose fetch thread
+/// ran late. Here a fetch never holds more than `batch` messages; deliveries beyond it stay queued for the
+/// next one (they are the consumer's, counted in its ack pending).
 public final class PullSubscription: @unchecked Sendable {
     private let jetStream: JetStream
     private let lock = Monitor()
     private var sub: OpaquePointer?
+    /// `<inbox>.`: each pull request's reply subject is this plus its number, so late status messages of
+    /// an earlier request are told apart from the current one's.
+    private let inboxPrefix: String
+    private let requestSubject: String
+    private var requests: UInt64 = 0
     /// The stream consumed.
     public let stream: String
     /// The durable consumer's name.
     public let durable: String
 
-    init(jetStream: JetStream, sub: OpaquePointer, stream: String, durable: String) {
+    init(jetStream: JetStream, sub: OpaquePointer, inboxPrefix: String, stream: String, durable: String) {
         self.jetStream = jetStream
         self.sub = sub
+        self.inboxPrefix = inboxPrefix
+        self.requestSubject = "$JS.API.CONSUMER.MSG.NEXT.\(stream).\(durable)"
         self.stream = stream
         self.durable = durable
     }
 
-    deinit { if let sub { natsSubscription_Destroy(sub) } }
+    deinit {
+        if let sub {
+            _ = natsSubscription_Unsubscribe(sub)
+            natsSubscription_Destroy(sub)
+        }
+    }
 
-    /// Up to `batch` messages; an empty array when none arrived within `timeoutMs` (a timeout is not an
-    /// error). Calls are serialized.
+    /// Up to `batch` messages (never more); an empty array when none arrived within `timeoutMs` (a timeout
+    /// is not an error). Calls are serialized.
     public func fetch(batch: Int, timeoutMs: Int) throws -> [NATSMessage] {
-        try lock.locked {
+        precondition(batch > 0 && timeoutMs > 0, "fetch needs a positive batch and timeout")
+        return try lock.locked {
             guard let sub else {
                 throw NATSError(code: .illegalState, message: "subscription closed", context: "fetch \(durable)")
             }
-            var list = natsMsgList()
-            var jsCode = jsErrCode(rawValue: 0)
-            let status = natsSubscription_Fetch(&list, sub, Int32(batch), Int64(timeoutMs), &jsCode)
-            defer { natsMsgList_Destroy(&list) }
             var messages: [NATSMessage] = []
-            messages.reserveCapacity(Int(list.Count))
-            for i in 0..<Int(list.Count) {
-                if let msg = list.Msgs[i] { messages.append(NATSMessage(copying: msg, jetStream: true)) }
+            // Deliveries already queued (left by an earlier fetch that gave up), without waiting.
+            // Statuses among them answered earlier requests: dropped.
+            while messages.count < batch {
+                let event: Delivery?
+                do { event = try next(sub, timeoutMs: 0) } catch let error where !messages.isEmpty {
+                    _ = error  // what came so far is returned; the next fetch meets the error again
+                    return messages
+                }
+                guard let event else { break }
+                if case .message(let message) = event { messages.append(message) }
             }
-            if status == NATS_TIMEOUT || status == NATS_OK { return messages }
-            throw NATSError.from(status, "natsSubscription_Fetch \(stream)/\(durable)", jsCode: jsCode)
+            if messages.count == batch { return messages }
+            // Ask for the rest: first without waiting (the server answers 404 when it has nothing), then, if
+            // nothing came, waiting until the deadline, as libnats' own fetch does.
+            let deadline = MonotonicClock.milliseconds() + Int64(timeoutMs)
+            var noWait = batch - messages.count > 1
+            var reply = try request(batch - messages.count, timeoutMs: timeoutMs, noWait: noWait)
+            while messages.count < batch {
+                let remaining = Int(deadline - MonotonicClock.milliseconds())
+                if remaining <= 0 { break }
+                let event: Delivery?
+                do { event = try next(sub, timeoutMs: remaining) } catch let error where !messages.isEmpty {
+                    _ = error  // what came so far is returned; the next fetch meets the error again
+                    break
+                }
+                guard let event else { break }
+                switch event {
+                case .message(let message):
+                    messages.append(message)
+                case .status(let subject, let code, let description):
+                    if subject != reply || code == "100" { continue }  // an earlier request's, or a heartbeat
+                    if code == "404" && noWait && messages.isEmpty {
+                        noWait = false
+                        reply = try request(batch, timeoutMs: max(remaining, 1), noWait: false)
+                        continue
+                    }
+                    if code == "404" || code == "408" || !messages.isEmpty { return messages }
+                    throw NATSError(
+                        code: .illegalState, message: "pull request answered \(code) \(description)",
+                        context: "fetch \(stream)/\(durable)")
+                }
+            }
+            return messages
         }
+    }
+
+    /// What a pull subscription's inbox receives: a delivery, or a status of one of its requests.
+    private enum Delivery {
+        case message(NATSMessage)
+        case status(subject: String, code: String, description: String)
+    }
+
+    /// The next message on the inbox within `timeoutMs` (0: only one already queued), `nil` on timeout.
+    private func next(_ sub: OpaquePointer, timeoutMs: Int) throws -> Delivery? {
+        var msg: OpaquePointer?
+        let status = natsSubscription_NextMsg(&msg, sub, Int64(timeoutMs))
+        if status == NATS_TIMEOUT { return nil }
+        try check(status, "natsSubscription_NextMsg \(stream)/\(durable)")
+        guard let msg else { return nil }
+        defer { natsMsg_Destroy(msg) }
+        if natsMsg_GetDataLength(msg) == 0 {
+            var code: UnsafePointer<CChar>?
+            if natsMsgHeader_Get(msg, "Status", &code) == NATS_OK, let code {
+                var description: UnsafePointer<CChar>?
+                _ = natsMsgHeader_Get(msg, "Description", &description)
+                return .status(
+                    subject: natsMsg_GetSubject(msg).map { String(cString: $0) } ?? "",
+                    code: String(cString: code), description: description.map { String(cString: $0) } ?? "")
+            }
+        }
+        return .message(NATSMessage(copying: msg, jetStream: true))
+    }
+
+    /// Sends a pull request for `count` messages, expiring a little before `timeoutMs` (as libnats does);
+    /// returns its reply subject.
+    private func request(_ count: Int, timeoutMs: Int, noWait: Bool) throws -> String {
+        requests += 1
+        let reply = inboxPrefix + String(requests)
+        let expiresMs = timeoutMs >= 20 ? timeoutMs - 10 : timeoutMs
+        var body = "{\"batch\":\(count),\"expires\":\(Int64(expiresMs) * 1_000_000)"
+        if noWait { body += ",\"no_wait\":true" }
+        body += "}"
+        try jetStream.connection.publish(requestSubject, reply: reply, Array(body.utf8))
+        return reply
     }
 
     /// Acknowledges a fetched message (publishes "+ACK" to its reply subject; `.invalidArgument` for a

@@ -378,7 +378,7 @@ public enum OpenAPIDocument {
                 record (its `event` record, then its tips, deliveries, signals, …). `rejected` and `duplicate`
                 records are not streamed (they belong to their request). Resume with `?from=LAST_ID+1` or the
                 `Last-Event-ID` header; without either the stream starts at the next event. A seq older than the
-                retained window (`--stream-window` events, in memory) is 410 with `oldestSeq`; a client that falls
+                retained window (`--stream-window` events and `--stream-window-mb` MiB, in memory) is 410 with `oldestSeq`; a client that falls
                 behind the window while connected gets `event: gone` and the stream ends. Idle streams get a
                 `: keep-alive` comment every 15 s.
               parameters:

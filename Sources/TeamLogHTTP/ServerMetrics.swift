@@ -25,6 +25,8 @@ public final class ServerMetrics: Sendable {
     let workingSetHitRatio: Metrics.Gauge
     let workingSetLoads: Metrics.Gauge
     let workingSetEvictions: Metrics.Gauge
+    let windowEvents: Metrics.Gauge
+    let windowBytes: Metrics.Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -59,6 +61,8 @@ public final class ServerMetrics: Sendable {
         workingSetHitRatio = Metrics.Gauge(label: "teamlog_working_set_hit_ratio", factory: factory)
         workingSetLoads = Metrics.Gauge(label: "teamlog_working_set_loads", factory: factory)
         workingSetEvictions = Metrics.Gauge(label: "teamlog_working_set_evictions", factory: factory)
+        windowEvents = Metrics.Gauge(label: "teamlog_record_window_events", factory: factory)
+        windowBytes = Metrics.Gauge(label: "teamlog_record_window_bytes", factory: factory)
     }
 
     /// Records one group commit (the writer's thread calls this).
@@ -77,6 +81,8 @@ public final class ServerMetrics: Sendable {
             workingSetLoads.record(Double(workingSet.loads))
             workingSetEvictions.record(Double(workingSet.evictions))
         }
+        windowEvents.record(Double(report.windowEvents))
+        windowBytes.record(Double(report.windowBytes))
     }
 
     /// Records one HTTP request: its route (the OpenAPI path, or `unmatched`), method and status.

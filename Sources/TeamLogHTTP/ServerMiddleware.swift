@@ -2,8 +2,9 @@ import Hummingbird
 import TeamLogThreads
 
 /// Around every request: errors become JSON error objects (`APIError`, Hummingbird's own 404 and 413
-/// included), and each request's duration is recorded by route, method and status. The duration is up
-/// to the response head (a streamed body — the log export, the record stream — goes on after it).
+/// included), and each request's duration is recorded by route, method and status: up to the last byte of
+/// a streamed body (the log export, the record stream: recorded when the body ends, or when the client
+/// goes away), up to the response for the others (their body is one buffer, written at once).
 struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: ServerMetrics
 
@@ -31,10 +32,30 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
             response = APIError(.internalServerError, "internal", "\(error)").response()
         }
         let route = context.endpointPath.map(Self.openAPIPath) ?? "unmatched"
-        metrics.recordRequest(
-            route: route, method: request.method.rawValue, status: response.status.code,
-            seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
-        return response
+        let metrics = self.metrics
+        let method = request.method.rawValue
+        let status = response.status.code
+        let record: @Sendable () -> Void = {
+            metrics.recordRequest(
+                route: route, method: method, status: status,
+                seconds: Double(MonotonicClock.nanoseconds() - started) / 1e9)
+        }
+        guard response.body.contentLength == nil else {
+            record()
+            return response
+        }
+        var streamed = response
+        let body = response.body
+        streamed.body = ResponseBody { writer in
+            do {
+                try await body.write(writer)
+                record()
+            } catch {
+                record()
+                throw error
+            }
+        }
+        return streamed
     }
 
     /// `/v1/teams/:team` → `/v1/teams/{team}`.

@@ -170,14 +170,11 @@ public final class TeamLogServer: Service, Sendable {
 
     // MARK: - Queries
 
-    /// A SPEC §5 query: from the live projections, brought (by one checkpoint of the writer shared by all
-    /// queries waiting) to every op answered before the query arrived; with `?at=SEQ` from a scratch
-    /// store replayed to that seq, on a thread of its own.
+    /// A SPEC §5 query: from the live projections, as of every op answered before the query arrived (the
+    /// stored checkpoint with the records committed after it; no checkpoint is waited for); with
+    /// `?at=SEQ` from a scratch store replayed to that seq, on a thread of its own.
     private func query(_ kind: QueryKind, _ id: String, _ request: Request) async throws -> Response {
         let missing = (code: kind.missingCode, message: kind.missingMessage(id))
-        let view: @Sendable (Store, Transaction) throws -> JSONValue? = { store, txn in
-            try kind.view(store, Id(id), in: txn)
-        }
         try authorize(request, write: false)
         let store = try readyStore()
         let answer: JSONValue?
@@ -193,24 +190,10 @@ public final class TeamLogServer: Service, Sendable {
                     throw APIError(.badRequest, "badRequest", error.description)
                 }
                 defer { scratch.remove() }
-                return try scratch.store.readStoredProjections { txn, _ in try view(scratch.store, txn) }
+                return try scratch.store.readCommitted { try kind.view(scratch.store, Id(id), in: $0) }
             }
         } else {
-            let target = writer.committedSeq
-            let fresh: JSONValue?? = try store.readStoredProjections { txn, checkpoint in
-                checkpoint >= target ? .some(try view(store, txn)) : nil
-            }
-            if let fresh {
-                answer = fresh
-            } else {
-                let writer = self.writer
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    writer.whenProjections(reach: target) { result in
-                        continuation.resume(with: result.mapError { Self.apiError($0) })
-                    }
-                }
-                answer = try store.readStoredProjections { txn, _ in try view(store, txn) }
-            }
+            answer = try store.readCommitted { try kind.view(store, Id(id), in: $0) }
         }
         guard let answer else { throw APIError(.notFound, missing.code, missing.message) }
         return json(answer)

@@ -303,9 +303,9 @@ public final class PartitionWorker: @unchecked Sendable {
         guard let js else { return }
         let p = options.partition
         // At most `publishWindow` publishes wait for their acks at a time, far under the library's own
-        // limit (`maxPendingAsync`), so a publish never stalls inside libnats. Loaded 3-partition runs
-        // with a 4,096 limit crashed with heap corruption in 5 of 7 attempts; the stall/timeout path of
-        // libnats 3.4's async publish is the suspect (not proven); with this window, 2 of 2 ran clean.
+        // limit (`maxPendingAsync`), so a publish never stalls inside libnats. (The heap corruption of
+        // loaded 3-partition runs once blamed on that stall was libnats' fetch writing past its batch
+        // array; `PullSubscription.fetch` no longer uses it. The window stays: it bounds memory.)
         var unconfirmed = 0
         for done in batch {
             for (n, entry) in done.records.entries.enumerated() {
@@ -350,8 +350,9 @@ public final class PartitionWorker: @unchecked Sendable {
                 }
                 reply = status
             } else if let kind = QueryKind(rawValue: name) {
-                let view: JSONValue? = try writer.answer { store, txn in
-                    kind == .unread ? try QueryKind.unreadWithTimes(store, id, in: txn) : try kind.view(store, id, in: txn)
+                let view: JSONValue? = try writer.answer { store, snapshot in
+                    kind == .unread
+                        ? try QueryKind.unreadWithTimes(store, id, in: snapshot) : try kind.view(store, id, in: snapshot)
                 }
                 reply = view ?? Self.error(kind.missingCode, kind.missingMessage(id.string))
             } else {

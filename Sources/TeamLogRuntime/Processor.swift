@@ -151,6 +151,15 @@ public final class Processor {
         if inBatch >= options.batchSize { try pipelined ? startCommit(inPlace: false) : commit() }
     }
 
+    /// The records of ops the caller made durable itself (a writer that commits the store for several
+    /// processors at once): returned instead of handed to the sink, and forgotten.
+    public func takeOutput() -> [UInt8] {
+        precondition(inFlightOut.isEmpty, "takeOutput in batch mode")
+        inBatch = 0
+        defer { out.bytes.removeAll(keepingCapacity: true) }
+        return out.bytes
+    }
+
     /// Commits what is pending and hands its records to the sink.
     public func commit() throws {
         try startCommit(inPlace: true)

@@ -1,4 +1,3 @@
-public import LMDB
 public import TeamLog
 public import TeamLogStore
 import TeamLogThreads
@@ -30,20 +29,22 @@ public enum QueryKind: String, Sendable, CaseIterable {
     }
 
     /// The answer for `id` in one read snapshot of `store`'s projections; `nil` when unknown.
-    public func view(_ store: Store, _ id: Id, in txn: Transaction) throws -> JSONValue? {
+    public func view(_ store: Store, _ id: Id, in snapshot: ProjectionSnapshot) throws -> JSONValue? {
         switch self {
-        case .team: try store.teamView(id, in: txn)
-        case .unread: try store.unreadView(id, in: txn)
-        case .receipts: try store.receiptsView(id, in: txn)
-        case .message: try store.messageView(id, in: txn)
-        case .channel: try store.channelView(id, in: txn)
+        case .team: try store.teamView(id, in: snapshot)
+        case .unread: try store.unreadView(id, in: snapshot)
+        case .receipts: try store.receiptsView(id, in: snapshot)
+        case .message: try store.messageView(id, in: snapshot)
+        case .channel: try store.channelView(id, in: snapshot)
         }
     }
 
     /// `unread` with, per conversation, the event time of its last message as `lastTs` (0 with none): what
     /// a merge of several partitions' answers orders by, since seqs of different logs do not compare.
-    public static func unreadWithTimes(_ store: Store, _ user: Id, in txn: Transaction) throws -> JSONValue {
-        let plain = try store.unreadView(user, in: txn)
+    public static func unreadWithTimes(_ store: Store, _ user: Id, in snapshot: ProjectionSnapshot) throws
+        -> JSONValue
+    {
+        let plain = try store.unreadView(user, in: snapshot)
         guard case .object(var fields) = plain, let i = fields.firstIndex(where: { $0.0 == "conversations" }),
             case .array(let conversations) = fields[i].1
         else { return plain }
@@ -52,7 +53,7 @@ public enum QueryKind: String, Sendable, CaseIterable {
             guard case .object(var pairs) = conversation else { continue }
             var ts: Int64 = 0
             if let id = conversation["lastMessage"]?["messageId"]?.stringValue,
-                let message = try store.messageView(Id(id), in: txn), let t = message["ts"]?.intValue
+                let message = try store.messageView(Id(id), in: snapshot), let t = message["ts"]?.intValue
             {
                 ts = t
             }
@@ -91,38 +92,13 @@ public enum QueryKind: String, Sendable, CaseIterable {
 }
 
 extension WriterService {
-    /// Answers a query from the live state, blocking the calling thread: from the stored projections once
-    /// they hold every op committed before the call (read your writes; the writer's thread writes one
-    /// checkpoint for all queries waiting), in one read snapshot. `body` reads it; for transports whose
-    /// threads may block (a NATS responder's), not for an event loop.
-    public func answer<R>(_ body: (Store, Transaction) throws -> R) throws -> R {
+    /// Answers a query from the live state on the calling thread: one snapshot of the projections with
+    /// every op committed before the call (read your writes), without waiting for a checkpoint
+    /// (`Store.readCommitted`). `body` reads it.
+    public func answer<R>(_ body: (Store, ProjectionSnapshot) throws -> R) throws -> R {
         guard let store, case .ready = state else {
             throw Failure(code: .notReady, message: "the store is not open")
         }
-        let target = committedSeq
-        if let fresh: R = try store.readStoredProjections({ txn, checkpoint in
-            checkpoint >= target ? try body(store, txn) : nil
-        }) {
-            return fresh
-        }
-        let slot = WaitSlot()
-        whenProjections(reach: target) { outcome in
-            slot.monitor.locked {
-                slot.result = outcome
-                slot.monitor.broadcast()
-            }
-        }
-        let outcome = slot.monitor.locked {
-            slot.monitor.wait { slot.result != nil }
-            return slot.result!
-        }
-        try outcome.get()
-        return try store.readStoredProjections { txn, _ in try body(store, txn) }
+        return try store.readCommitted { snapshot in try body(store, snapshot) }
     }
-}
-
-/// One answer handed from another thread to a thread that waits for it.
-private final class WaitSlot: @unchecked Sendable {
-    let monitor = Monitor()
-    var result: Result<Void, WriterService.Failure>?
 }

@@ -2,7 +2,9 @@ import TeamLogThreads
 
 /// The output records of the last committed events, by seq, for live subscribers (the HTTP record
 /// stream): the writer publishes each batch once it is durable; a subscriber reads from any seq still
-/// retained and waits for more. Only the last `capacity` seqs are kept (in memory); an older seq is gone.
+/// retained and waits for more. Only the last `capacity` seqs are kept (in memory), and only as many as
+/// fit in `maxBytes` of records (the newest always stays): a delivery to a large team lists every
+/// receiver, so a count alone does not bound the memory. An older seq is gone.
 public final class RecordWindow: @unchecked Sendable {
     /// The records of one event, as JSON Lines (each ending in a newline): its `event` record, if it was an
     /// op's, and its outputs. A system event (`membersSync`) has outputs only; it may have none.
@@ -31,20 +33,25 @@ public final class RecordWindow: @unchecked Sendable {
 
     /// Most seqs retained.
     public let capacity: Int
+    /// Most bytes of records retained (the newest entry is kept whatever its size).
+    public let maxBytes: Int
     private let monitor = Monitor()
-    /// A ring of `count` entries whose first is at `head`, holding seqs `first ..< first + count`.
-    private var ring: [Entry?]
-    private var head = 0
-    private var count = 0
+    /// The entries retained are `entries[start...]`, holding seqs `first ..< first + count`; the slots
+    /// before `start` are dropped ones, compacted away once they are at least half of the array.
+    private var entries: [Entry] = []
+    private var start = 0
+    private var count: Int { entries.count - start }
+    /// Bytes of the records retained.
+    private var bytes = 0
     private var first: UInt64
     private var closed = false
     private var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
     private var nextWaiter = 0
 
     /// A window whose first event will be `nextSeq` (the log's head + 1 when the writer starts).
-    public init(capacity: Int, nextSeq: UInt64) {
+    public init(capacity: Int, maxBytes: Int = .max, nextSeq: UInt64) {
         self.capacity = max(1, capacity)
-        ring = []
+        self.maxBytes = max(0, maxBytes)
         first = nextSeq
     }
 
@@ -54,23 +61,23 @@ public final class RecordWindow: @unchecked Sendable {
     /// The oldest seq retained (`nextSeq` when empty).
     public var oldestSeq: UInt64 { monitor.locked { first } }
 
+    /// Seqs and bytes of records retained.
+    public var retained: (events: Int, bytes: Int) { monitor.locked { (count, bytes) } }
+
     /// Appends the entries of a durable batch (consecutive seqs from `nextSeq`) and wakes the waiters.
-    public func publish(_ entries: [Entry]) {
-        guard !entries.isEmpty else { return }
+    public func publish(_ batch: [Entry]) {
+        guard !batch.isEmpty else { return }
         let woken: [CheckedContinuation<Void, Never>] = monitor.locked {
-            for entry in entries {
+            for entry in batch {
                 precondition(entry.seq == first + UInt64(count), "record window: seq \(entry.seq) out of order")
-                if ring.count < capacity {
-                    ring.append(entry)
-                    count += 1
-                } else if count < capacity {
-                    ring[(head + count) % capacity] = entry
-                    count += 1
-                } else {
-                    ring[head] = entry  // the oldest goes
-                    head = (head + 1) % capacity
-                    first += 1
-                }
+                if count == capacity { dropOldest() }
+                entries.append(entry)
+                bytes += entry.lines.count
+                while bytes > maxBytes && count > 1 { dropOldest() }
+            }
+            if start > 0 && start >= entries.count / 2 {
+                entries.removeFirst(start)
+                start = 0
             }
             return takeWaiters()
         }
@@ -85,7 +92,7 @@ public final class RecordWindow: @unchecked Sendable {
             if seq >= end { return closed ? .closed : .nothingYet }
             let n = min(Int(end - seq), max(1, limit))
             let offset = Int(seq - first)
-            return .entries((0..<n).map { ring[(head + offset + $0) % ring.count]! })
+            return .entries(Array(entries[(start + offset)..<(start + offset + n)]))
         }
     }
 
@@ -118,6 +125,14 @@ public final class RecordWindow: @unchecked Sendable {
             return takeWaiters()
         }
         for w in woken { w.resume() }
+    }
+
+    /// Inside the lock: forgets the oldest entry retained.
+    private func dropOldest() {
+        bytes -= entries[start].lines.count
+        entries[start] = Entry(seq: 0, lines: [])
+        start += 1
+        first += 1
     }
 
     private func takeWaiters() -> [CheckedContinuation<Void, Never>] {

@@ -10,9 +10,9 @@ import TeamLogThreads
 /// `Processor` (the CLI's: same decisions, same records, line numbers relative to its body), commits
 /// them all in one transaction and one fsync, and only then hands each caller its records. Submissions
 /// arriving while a commit is written wait for the next loop, so the more callers there are the larger
-/// each group grows. A caller that needs the stored projections to reach a seq (read your writes) asks
-/// for it with `whenProjections(reach:)`: the thread writes one checkpoint for every such caller of a
-/// loop. Queries themselves run on the caller's thread (`Store.readStoredProjections`).
+/// each group grows. Queries run on the caller's thread (`answer`, `Store.readCommitted`): every durable
+/// commit publishes the records it changed over the stored checkpoint, so a query sees every op answered
+/// before it without waiting for a checkpoint (read your writes).
 public final class WriterService: @unchecked Sendable {
     /// Settings.
     public struct Options: Sendable {
@@ -22,6 +22,8 @@ public final class WriterService: @unchecked Sendable {
         public var batchSize = 10_000
         /// Seqs of records kept for the record stream.
         public var streamWindow = 65_536
+        /// Bytes of records kept for the record stream (256 MiB: deliveries to large teams are large).
+        public var streamWindowBytes = 256 << 20
         public init() {}
     }
 
@@ -61,6 +63,9 @@ public final class WriterService: @unchecked Sendable {
         public var checkpointLag: UInt64 = 0
         /// The store's working set after the commit (counters since the store opened).
         public var workingSet: WorkingSetStats?
+        /// Events and bytes of records the record stream retains after the commit.
+        public var windowEvents = 0
+        public var windowBytes = 0
     }
 
     /// The state of the service.
@@ -76,18 +81,12 @@ public final class WriterService: @unchecked Sendable {
         var done: @Sendable (Result<[UInt8], Failure>) -> Void
     }
 
-    private struct Waiter {
-        var seq: UInt64
-        var done: @Sendable (Result<Void, Failure>) -> Void
-    }
-
     public let path: String
     public let options: Options
     /// Called on the writer's thread after each group commit.
     public let onCommit: @Sendable (CommitReport) -> Void
     private let monitor = Monitor()
     private var queue: [Submission] = []
-    private var waiters: [Waiter] = []
     /// Outbox entries whose publish was confirmed, to delete with the next commit.
     private var published: [UInt64] = []
     private var _sourcePosition: UInt64 = 0
@@ -181,19 +180,6 @@ public final class WriterService: @unchecked Sendable {
         return try store.outboxEntries(after: position).map { ($0.0, try OutboxRecords(decoding: $0.1)) }
     }
 
-    /// Calls `done` once the stored projections are at `seq` or past it (at once when they are), having the
-    /// writer's thread write a checkpoint when they are behind.
-    public func whenProjections(reach seq: UInt64, _ done: @escaping @Sendable (Result<Void, Failure>) -> Void) {
-        let answer: Result<Void, Failure>? = monitor.locked {
-            if _checkpointSeq >= seq { return .success(()) }
-            if let failure = refusal { return .failure(failure) }
-            waiters.append(Waiter(seq: seq, done: done))
-            monitor.broadcast()
-            return nil
-        }
-        if let answer { done(answer) }
-    }
-
     /// Stops taking submissions, serves the ones queued, commits, writes a last checkpoint, closes the store
     /// and ends the thread; returns when all that is done.
     public func stop() {
@@ -231,8 +217,10 @@ public final class WriterService: @unchecked Sendable {
             return waitForStop()
         }
         store.wantsDeliveries = true  // the record stream carries every delivery, whatever a request prints
+        store.serveReaders()  // queries on other threads read each durable commit, checkpointed or not
         let config = store.world.config
-        let window = RecordWindow(capacity: options.streamWindow, nextSeq: store.committedSeq + 1)
+        let window = RecordWindow(
+            capacity: options.streamWindow, maxBytes: options.streamWindowBytes, nextSeq: store.committedSeq + 1)
         monitor.locked {
             _store = store
             _config = config
@@ -242,35 +230,38 @@ public final class WriterService: @unchecked Sendable {
             _sourcePosition = store.sourcePosition
             _state = .ready
         }
-        // Queries waiting for the projections: served by checkpoints written on the store's checkpointer
-        // thread while this one goes on with the next group (a commit never waits for a checkpoint).
-        var waiting: [Waiter] = []
+        // Group commits are pipelined: while one group's transaction is written and fsynced on the store's
+        // committer thread, this thread decides the next group; a group is answered once durable, in order.
+        var inFlight: Group?
         while true {
-            let (batch, arrived, confirmed, stopping): ([Submission], [Waiter], [UInt64], Bool) = monitor.locked {
-                monitor.wait {
-                    !queue.isEmpty || !waiters.isEmpty || stopRequested || !waiting.isEmpty || !published.isEmpty
-                }
+            let (batch, confirmed, stopping): ([Submission], [UInt64], Bool) = monitor.locked {
+                // With a group in flight, take what is queued without waiting (nothing: finish that group).
+                if inFlight == nil { monitor.wait { !queue.isEmpty || stopRequested || !published.isEmpty } }
                 defer {
                     queue.removeAll()
-                    waiters.removeAll()
                     published.removeAll()
                 }
-                return (queue, waiters, published, stopRequested)
+                return (queue, published, stopRequested)
             }
-            waiting += arrived
             store.stagePublished(confirmed)
             if !batch.isEmpty {
-                commitGroup(batch, store: store, window: window)
-            } else if store.hasStagedSource {
-                do { try store.commit() } catch {
-                    let failure = Failure(code: .storeFailed, message: "\(error)")
-                    monitor.locked { _state = .failed(failure.message) }
-                    window.close()
-                    failWaiters(failure)
+                let group = startGroup(batch, store: store)
+                if let previous = inFlight { finishGroup(previous, store: store, window: window) }
+                inFlight = group.flatMap { beginCommit($0, store: store, window: window) }
+            } else {
+                if let previous = inFlight { finishGroup(previous, store: store, window: window) }
+                inFlight = nil
+                if store.hasStagedSource {
+                    do { try store.commit() } catch {
+                        monitor.locked { _state = .failed("\(error)") }
+                        window.close()
+                    }
                 }
             }
-            if !waiting.isEmpty { waiting = serveWaiters(waiting, store: store) }
-            if stopping && waiting.isEmpty && monitor.locked({ queue.isEmpty && waiters.isEmpty }) { break }
+            // A checkpoint that has finished drops the records readers no longer need from memory.
+            let checkpointSeq = store.pollCheckpoint()
+            monitor.locked { _checkpointSeq = max(_checkpointSeq, checkpointSeq) }
+            if stopping && inFlight == nil && monitor.locked({ queue.isEmpty }) { break }
         }
         // A clean stop: what was queued is answered above; the last checkpoint brings the projections to
         // the head so the next open replays nothing.
@@ -282,28 +273,42 @@ public final class WriterService: @unchecked Sendable {
         }
     }
 
-    /// Runs a group through one processor each, commits once, answers each.
-    private func commitGroup(_ batch: [Submission], store: Store, window: RecordWindow) {
+    /// A group of submissions decided and applied, its commit started or about to be, waiting to be
+    /// answered once durable.
+    private final class Group {
         final class Output {
             var bytes: [UInt8] = []
             /// With `emit` all: per record printed, in order, the seq it goes to the stream under (0: not
             /// streamed), so the stream reuses the printed bytes instead of encoding every record again.
             var seqs: [UInt64] = []
         }
-        var report = CommitReport()
-        report.submissions = batch.count
-        let before = store.committedSeq
-        var byEvent: [UInt64: [UInt8]] = [:]
-        var writer = JSONWriter()
+        let batch: [Submission]
         var processors: [(Processor, Output)] = []
-        var failure: Failure?
+        /// Records of each seq for the record stream (those not printed).
+        var byEvent: [UInt64: [UInt8]] = [:]
+        /// Seqs the group's events took: `first ... last` (none when `last < first`).
+        var first: UInt64 = 0
+        var last: UInt64 = 0
+        var report = CommitReport()
+        var commitStarted = 0.0
+
+        init(batch: [Submission]) { self.batch = batch }
+    }
+
+    /// Runs each submission of a group through a processor of its own (same decisions and records as the
+    /// CLI's). `nil` when the store failed (every submission is answered with that).
+    private func startGroup(_ batch: [Submission], store: Store) -> Group? {
+        let group = Group(batch: batch)
+        group.report.submissions = batch.count
+        group.first = store.world.lastSeq + 1
+        var writer = JSONWriter()
         do {
             for submission in batch {
                 var outbox = OutboxRecords()
                 var processorOptions = Processor.Options()
                 processorOptions.emit = submission.emit
                 processorOptions.batchSize = options.batchSize
-                let output = Output()
+                let output = Group.Output()
                 let processor = Processor(store: store, options: processorOptions) { output.bytes += $0 }
                 store.wantsDeliveries = true
                 let printsAll = submission.emit == .all
@@ -312,15 +317,15 @@ public final class WriterService: @unchecked Sendable {
                     if fromSource { outbox.append(record) }
                     switch record {
                     case .rejected(_, _, let code, _):
-                        report.rejected[code, default: 0] += 1
+                        group.report.rejected[code, default: 0] += 1
                         if printsAll { output.seqs.append(0) }
                         return
                     case .duplicate:
-                        report.duplicates += 1
+                        group.report.duplicates += 1
                         if printsAll { output.seqs.append(0) }
                         return
                     case .event:
-                        report.accepted += 1
+                        group.report.accepted += 1
                     case .output:
                         break
                     }
@@ -328,18 +333,18 @@ public final class WriterService: @unchecked Sendable {
                     if printsAll { return output.seqs.append(seq) }
                     if fromSource, let json = outbox.entries.last?.json {
                         // Encoded once: the record stream takes the outbox's bytes.
-                        byEvent[seq, default: []] += json
-                        byEvent[seq, default: []].append(0x0A)
+                        group.byEvent[seq, default: []] += json
+                        group.byEvent[seq, default: []].append(0x0A)
                         return
                     }
                     writer.bytes.removeAll(keepingCapacity: true)
                     record.write(into: &writer)
                     writer.bytes.append(0x0A)
-                    byEvent[seq, default: []] += writer.bytes
+                    group.byEvent[seq, default: []] += writer.bytes
                 }
-                processors.append((processor, output))
+                group.processors.append((processor, output))
                 for line in submission.lines { try processor.process(line) }
-                report.lines += processor.summary.lines
+                group.report.lines += processor.summary.lines
                 if let position = submission.source {
                     // Staged before any later commit, so the position and the records are written in the
                     // transaction that makes this input's events durable (one line: never split).
@@ -348,22 +353,41 @@ public final class WriterService: @unchecked Sendable {
                     output.bytes = encoded
                 }
             }
-            let started = MonotonicClock.seconds()
-            try store.commit()
-            report.commitSeconds = MonotonicClock.seconds() - started
-            for (processor, _) in processors { try processor.commit() }  // hands over each one's records
         } catch {
-            failure = Failure(code: .storeFailed, message: "\(error)")
+            failGroup(group, store: store, error: error)
+            return nil
         }
-        if let failure {
-            monitor.locked { _state = .failed(failure.message) }
+        group.last = store.world.lastSeq
+        return group
+    }
+
+    /// Starts the group's commit on the store's committer thread (a previous group's is finished first).
+    private func beginCommit(_ group: Group, store: Store, window: RecordWindow) -> Group? {
+        group.commitStarted = MonotonicClock.seconds()
+        do { try store.beginCommit() } catch {
+            failGroup(group, store: store, error: error)
             window.close()
-            for submission in batch { submission.done(.failure(failure)) }
-            failWaiters(failure)
+            return nil
+        }
+        return group
+    }
+
+    /// Waits until the group is durable, then publishes its records to the stream and answers each
+    /// submission.
+    private func finishGroup(_ group: Group, store: Store, window: RecordWindow) {
+        do {
+            try store.finishCommit()
+        } catch {
+            failGroup(group, store: store, error: error)
+            window.close()
             return
         }
-        let after = store.committedSeq
-        for (_, output) in processors where !output.seqs.isEmpty {
+        var report = group.report
+        report.commitSeconds = MonotonicClock.seconds() - group.commitStarted
+        var byEvent = group.byEvent
+        for (processor, output) in group.processors {
+            output.bytes += processor.takeOutput()  // records of ops now durable
+            guard !output.seqs.isEmpty else { continue }
             var start = 0
             var index = 0
             for (i, byte) in output.bytes.enumerated() where byte == 0x0A {
@@ -374,49 +398,30 @@ public final class WriterService: @unchecked Sendable {
             }
             assert(index == output.seqs.count, "records printed \(index), observed \(output.seqs.count)")
         }
-        if after > before {
-            window.publish((before + 1...after).map { RecordWindow.Entry(seq: $0, lines: byEvent[$0] ?? []) })
+        if group.last >= group.first {
+            window.publish(
+                (group.first...group.last).map { RecordWindow.Entry(seq: $0, lines: byEvent[$0] ?? []) })
         }
         monitor.locked {
-            _committedSeq = after
+            _committedSeq = max(_committedSeq, group.last)
             _checkpointSeq = max(_checkpointSeq, store.checkpoint.seq)
             _sourcePosition = store.sourcePosition
         }
-        report.checkpointLag = after - min(after, store.checkpoint.seq)
+        report.checkpointLag = group.last - min(group.last, store.checkpoint.seq)
         report.workingSet = store.workingSetStats
+        (report.windowEvents, report.windowBytes) = window.retained
         onCommit(report)
-        for (submission, (_, output)) in zip(batch, processors) { submission.done(.success(output.bytes)) }
+        for (submission, (_, output)) in zip(group.batch, group.processors) {
+            submission.done(.success(output.bytes))
+        }
     }
 
-    /// Answers the waiters the projections have reached; for the others, starts a checkpoint of what is
-    /// committed (unless one is being written) and, when no submission is queued meanwhile, waits for it.
-    /// Returns the waiters still waiting.
-    private func serveWaiters(_ waiting: [Waiter], store: Store) -> [Waiter] {
-        if let refusal = store.refusal {
-            let failure = Failure(code: .storeFailed, message: "\(refusal)")
-            for w in waiting { w.done(.failure(failure)) }
-            return []
-        }
-        var seq = store.pollCheckpoint()
-        if waiting.contains(where: { $0.seq > seq }) {
-            if !store.isCheckpointing { _ = store.startCheckpointOfCommitted() }
-            if monitor.locked({ queue.isEmpty }) {
-                store.finishCheckpoint()
-                seq = store.checkpoint.seq
-            }
-        }
-        if let error = store.lastCheckpointError, waiting.contains(where: { $0.seq > seq }) {
-            // A checkpoint that fails loses nothing (the log has every op); the waiters are told.
-            let failure = Failure(code: .storeFailed, message: "checkpoint failed: \(error)")
-            for w in waiting { w.done(.failure(failure)) }
-            return []
-        }
-        monitor.locked { _checkpointSeq = max(_checkpointSeq, seq) }
-        var still: [Waiter] = []
-        for w in waiting {
-            if w.seq <= seq { w.done(.success(())) } else { still.append(w) }
-        }
-        return still
+    /// The store failed with `error` while the group was decided or committed: nothing more is written,
+    /// and every submission of the group is told.
+    private func failGroup(_ group: Group, store: Store, error: any Error) {
+        let failure = Failure(code: .storeFailed, message: "\(error)")
+        monitor.locked { _state = .failed(failure.message) }
+        for submission in group.batch { submission.done(.failure(failure)) }
     }
 
     private func fail(_ message: String, store: Store?) {
@@ -424,28 +429,16 @@ public final class WriterService: @unchecked Sendable {
         monitor.locked { _state = .failed(message) }
     }
 
-    private func failWaiters(_ failure: Failure) {
-        let waiting: [Waiter] = monitor.locked {
-            defer { waiters.removeAll() }
-            return waiters
-        }
-        for w in waiting { w.done(.failure(failure)) }
-    }
-
     /// After a failed open: answers whatever comes until `stop`.
     private func waitForStop() {
         while true {
-            let (batch, waiting, stopping): ([Submission], [Waiter], Bool) = monitor.locked {
-                monitor.wait { !queue.isEmpty || !waiters.isEmpty || stopRequested }
-                defer {
-                    queue.removeAll()
-                    waiters.removeAll()
-                }
-                return (queue, waiters, stopRequested)
+            let (batch, stopping): ([Submission], Bool) = monitor.locked {
+                monitor.wait { !queue.isEmpty || stopRequested }
+                defer { queue.removeAll() }
+                return (queue, stopRequested)
             }
             let failure = monitor.locked { refusal } ?? Failure(code: .storeFailed, message: "store failed")
             for s in batch { s.done(.failure(failure)) }
-            for w in waiting { w.done(.failure(failure)) }
             if stopping { return }
         }
     }

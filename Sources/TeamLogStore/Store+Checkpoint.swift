@@ -28,6 +28,7 @@ extension Store {
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
         bufferChanges()
+        readerRecords?.checkpointStarted(at: position.seq)
         var changes: [(ProjectionTable, [UInt8], [UInt8]?)] = []
         swap(&changes, &checkpointBuffer)
         let checkpoint = CheckpointJob(
@@ -52,10 +53,16 @@ extension Store {
     /// checkpointer writes only its last value.
     func bufferChanges() {
         guard !world.changes.isEmpty else { return }
+        let start = checkpointBuffer.count
         // No `reserveCapacity(count + n)` here: called at every commit it reallocated the whole buffer
         // each time (exact growth), where appending grows it geometrically.
         CheckpointJob.appendChanges(of: world, to: &checkpointBuffer)
         world.clearChanges()
+        if let readerRecords {
+            // Published to readers once the log has them (`finishCommit`; at once when it already does).
+            readerRecords.stage(checkpointBuffer[start...], seq: world.lastSeq, ts: world.lastTs)
+            readerRecords.publish(upTo: committedSeq)
+        }
     }
 
     /// Whether no checkpoint is being written.
@@ -79,6 +86,7 @@ extension Store {
         } else {
             checkpoint = job.checkpoint
             lastCheckpointError = nil
+            readerRecords?.checkpointCommitted(at: checkpoint.seq)
         }
     }
 
@@ -110,7 +118,9 @@ extension Store {
             if checkpoint.seq > 0 {
                 // The projections were made from this log: the event at their seq carries their hash.
                 let stored = try BigEndianUInt64.encoded(checkpoint.seq).withUnsafeBytes { key in
-                    try txn.withValue(dbs.log.handle, key: key) { value in value.flatMap { LogRecord($0) }.map { Array($0.hash) } }
+                    try txn.withValue(dbs.log.handle, key: key) { value in
+                        value.flatMap { LogRecord($0) }.map { Array($0.hash) }
+                    }
                 }
                 guard let stored, stored == checkpoint.hash else {
                     let problem = ChainProblem(
@@ -127,7 +137,8 @@ extension Store {
                 return nil
             }
             let events = Int(walk.last - checkpoint.seq)
-            if walk.problem == nil, let problem = Self.checkpointProblem(head, records: walk.last, lastHash: walk.hash) {
+            if walk.problem == nil, let problem = Self.checkpointProblem(head, records: walk.last, lastHash: walk.hash)
+            {
                 return (events, problem)
             }
             return (events, walk.problem)
@@ -142,5 +153,38 @@ extension Store {
     public func readProjections<R>(_ body: (Transaction) throws -> R) throws -> R {
         if writerLock != nil && refusal == nil { try checkpointNow() }
         return try projectionEnv.read(body)
+    }
+
+    /// Runs `body` on one snapshot of the projections as queries see them, the state as of the last
+    /// durable commit: in a writer that serves readers (`serveReaders`), on any thread, the stored
+    /// checkpoint with the records committed after it layered on top (no checkpoint is waited for);
+    /// in the writer's own store otherwise, after checkpointing what it committed; in another process,
+    /// the last checkpoint.
+    public func readCommitted<R>(_ body: (ProjectionSnapshot) throws -> R) throws -> R {
+        let records = readerRecords?.current
+        if records == nil && writerLock != nil && refusal == nil { try checkpointNow() }
+        return try projectionEnv.read { txn in try body(ProjectionSnapshot(txn: txn, pdbs: pdbs, records: records)) }
+    }
+
+    /// The stored projections alone (at their checkpoint), as queries see them, in `txn`, a read
+    /// transaction of `projectionEnv`.
+    public func storedSnapshot(_ txn: Transaction) throws -> ProjectionSnapshot {
+        try ProjectionSnapshot(txn: txn, pdbs: pdbs, records: nil)
+    }
+
+    /// Makes this writer's committed state readable from other threads without checkpoints: from now on
+    /// every durable commit publishes the records it changed for `readCommitted` (a server's queries;
+    /// `CommittedRecords`). Call on the store's thread with nothing pending, before sharing the store.
+    public func serveReaders() {
+        guard readerRecords == nil else { return }
+        precondition(pendingCount == 0 && !isCommitting, "serveReaders with uncommitted ops")
+        finishCheckpoint()
+        bufferChanges()  // what the replay at open changed, if no checkpoint has taken it yet
+        let records = ReaderRecords()
+        records.checkpointStarted(at: checkpoint.seq)
+        // Committed, not yet in a committed checkpoint: the buffer (a failed checkpoint's records included).
+        records.stage(checkpointBuffer[...], seq: world.lastSeq, ts: world.lastTs)
+        records.publish(upTo: committedSeq)
+        readerRecords = records
     }
 }

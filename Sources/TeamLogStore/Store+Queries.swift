@@ -1,34 +1,26 @@
-public import LMDB
 public import TeamLog
 
 /// Read-side queries (SPEC §5), answered from the stored projections in one read snapshot.
 extension Store {
     /// `teamlog team TEAM`: the team and its members, or `nil` when there is no such team.
     public func teamView(_ id: Id) throws -> JSONValue? {
-        try readProjections { txn in try teamView(id, in: txn) }
+        try readCommitted { try teamView(id, in: $0) }
     }
 
     /// The team query inside a given snapshot.
-    public func teamView(_ id: Id, in txn: Transaction) throws -> JSONValue? {
+    public func teamView(_ id: Id, in snapshot: ProjectionSnapshot) throws -> JSONValue? {
         guard
-            let (team, count) = try Array(id.utf8).withUnsafeBytes({ key in
-                try txn.withValue(pdbs.table(.teams), key: key) { value -> (TeamState, Int)? in
-                    guard let value else { return nil }
-                    return try ProjectionCodec.decodeTeam(id: id, value)
-                }
-            })
+            let (team, count) = try snapshot.value(
+                .teams, Array(id.utf8), { try ProjectionCodec.decodeTeam(id: id, $0) })
         else { return nil }
-        let lastTs = try pdbs.readCheckpoint(txn).ts
         var members: [Member] = []
         let prefix = ProjectionCodec.prefix(id)
-        try txn.forEach(pdbs.table(.members), from: prefix) { key, value in
-            guard key.starts(with: prefix) else { return false }
+        try snapshot.forEach(.members, prefix: prefix) { key, value in
             let user = Id(String(decoding: UnsafeRawBufferPointer(rebasing: key[prefix.count...]), as: UTF8.self))
             members.append(try ProjectionCodec.decodeMember(user: user, value))
-            return true
         }
         members.sort { ($0.joinSeq, $0.slot) < ($1.joinSeq, $1.slot) }
-        return team.json(memberCount: count, members: members, now: lastTs)
+        return team.json(memberCount: count, members: members, now: snapshot.ts)
     }
 
     /// Seq and time of the last committed event (the log's head).

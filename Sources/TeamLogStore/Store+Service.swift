@@ -68,24 +68,6 @@ extension Store {
 }
 
 extension Store {
-    /// Starts writing a checkpoint of everything committed on the checkpointer thread and returns at once
-    /// (the writer goes on while it is written; `pollCheckpoint` or `finishCheckpoint` takes its position).
-    /// Only right after a commit: false, starting nothing, when ops are pending (a checkpoint must never
-    /// be ahead of the log), when one is being written, or when the projections already hold everything.
-    public func startCheckpointOfCommitted() -> Bool {
-        guard pendingCount == 0, !isCommitting, inFlightCheckpointIsDone else { return false }
-        finishCheckpoint()
-        guard
-            checkpoint.seq < committedSeq || !world.changes.isEmpty
-                || !checkpointBuffer.isEmpty || checkpointFailed
-        else { return false }
-        startCheckpoint(after: nil)
-        return true
-    }
-
-    /// Whether a checkpoint is being written.
-    public var isCheckpointing: Bool { !inFlightCheckpointIsDone }
-
     /// Takes the position of a checkpoint that has finished, without waiting for one that has not; the
     /// seq the stored projections are at.
     public func pollCheckpoint() -> UInt64 {

@@ -112,6 +112,9 @@ public final class Store {
     /// everything an interval of messages added. A key encoded here and changed again later is encoded
     /// again at the checkpoint, after it: the later value is written last.
     var checkpointBuffer: [(ProjectionTable, [UInt8], [UInt8]?)] = []
+    /// Records committed after the stored checkpoint, published for readers on other threads (set by
+    /// `serveReaders`, then never changed).
+    var readerRecords: ReaderRecords?
     /// Why the last checkpoint failed, if it did (the log is unaffected).
     public internal(set) var lastCheckpointError: (any Error)?
     /// What is resident, and when it was last needed (see `WorkingSet`).
@@ -408,6 +411,7 @@ public final class Store {
         }
         committedSeq = job.head.lastSeq
         lastHash = job.head.lastHash
+        readerRecords?.publish(upTo: committedSeq)
         if let position = job.source.position { sourcePosition = position }
         // The batch is durable whatever happens here; a snapshot that cannot be renewed is taken afresh.
         do { try lookup?.renew() } catch { lookup = nil }

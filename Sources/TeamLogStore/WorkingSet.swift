@@ -10,19 +10,32 @@ public import TeamLog
 ///   last committed snapshot is exact. (Units are never deleted, only their records within a team.)
 /// - Every unit an op reads or changes is in its footprint, so the seq of the last op whose footprint
 ///   named a unit bounds its last change: a unit is clean when that seq is at or before the committed
-///   checkpoint. Debug builds check after every op that each changed record's unit was named.
-/// - Eviction is CLOCK-like: units queue in the order they became resident; a sweep passes over them and
-///   evicts those that are clean and were not named since the previous sweep (a second chance), down to
-///   three quarters of the budget; if recent units alone exceed it, the clean ones among them go too.
+///   checkpoint. Debug builds check after every op that each changed record's unit was named. That seq
+///   is kept in the unit's own value (`ResidencyStamp`), so naming a resident unit is the one probe that
+///   finds it; a unit the op loads or creates is stamped before the next op (`unstamped`).
+/// - Eviction is least recently named first, by epochs: an epoch is the ops between two checkpoints. A
+///   unit joins the queue (`clock`) the first time it is named in an epoch, tagged with it (an entry from
+///   an earlier epoch is then stale). A sweep pops from the front the entries of epochs the committed
+///   checkpoint covers — every unit still tagged with such an epoch is clean — evicting live ones and
+///   dropping stale ones, down to three quarters of the budget, and stops at the first entry of a later
+///   epoch: it visits what it evicts plus stale entries (each made once by a naming), never the dirty or
+///   recently named units.
 struct WorkingSet {
     /// The budget for the resident state's estimated size (`World.residentBytesEstimate`).
     var budgetBytes: Int
-    /// Seq (the op's, or the next one for a rejected op) of the last op naming each tracked unit.
-    var lastNamed: [ResidentKey: UInt64] = [:]
-    /// Tracked units in the order they became resident (each once; re-queued when given a second chance).
-    var clock = FIFO<ResidentKey>()
-    /// The head seq at the previous sweep: units named after it get a second chance.
-    var previousSweepSeq: UInt64 = 0
+    /// Units the last op named that were not resident before it (loaded, created, or neither), with the
+    /// op's seq (the op's, or the next one for a rejected op): stamped before the next op or sweep.
+    var unstamped: [(ResidentKey, UInt64)] = []
+    /// Tracked units, each with the epoch in which it was first named (`epoch` at the time), in that order:
+    /// epochs never decrease along the queue. An entry whose unit was named in a later epoch since is stale.
+    var clock = FIFO<(ResidentKey, UInt32)>()
+    /// The open epoch: units named now are tagged with it.
+    var epoch: UInt32 = 0
+    /// The last seq of each closed epoch from `firstEpoch` on (the open one has none yet).
+    var epochEnds: [UInt64] = []
+    var firstEpoch: UInt32 = 0
+    /// The last seq of the last closed epoch (0 before any): a stamp above it is in the open epoch.
+    var openEpochStart: UInt64 = 0
     /// The loader's read transaction, kept (reset) between loads with its reader slot.
     var snapshot: ReadSnapshot?
     /// Scratch for footprints.
@@ -39,10 +52,48 @@ struct WorkingSet {
     /// The units evicted so far, when `onlyEvictedAreStored` (made at the first eviction).
     var evicted: BloomFilter?
     /// Set for a projections-only replay (`Store.projectionsOnly`), which evicts wholesale
-    /// (`evictWholesaleIfOverBudget`) instead of unit by unit: no `lastNamed` or `clock` is kept.
+    /// (`evictWholesaleIfOverBudget`) instead of unit by unit: no `clock` is kept.
     var wholesale = false
 
     init(budgetBytes: Int) { self.budgetBytes = budgetBytes }
+
+    /// The last seq of a closed epoch; `nil` for the open one.
+    func end(ofEpoch e: UInt32) -> UInt64? {
+        e < epoch ? epochEnds[Int(e - firstEpoch)] : nil
+    }
+
+    /// Queues a unit that was just stamped at a seq of the open epoch, when its previous stamp was not in it
+    /// (0: it became resident since).
+    @inline(__always)
+    mutating func named(_ key: ResidentKey, previous: UInt64) {
+        if previous <= openEpochStart { clock.append((key, epoch)) }
+    }
+
+    /// Closes the open epoch at `seq` (the seq a checkpoint starting now covers).
+    mutating func closeEpoch(at seq: UInt64) {
+        guard seq > openEpochStart else { return }  // nothing named since the last close
+        epochEnds.append(seq)
+        epoch += 1
+        openEpochStart = seq
+    }
+
+    /// Forgets the ends of epochs no queued entry has any more.
+    mutating func trimEpochs() {
+        let oldest = clock.first?.1 ?? epoch
+        guard oldest > firstEpoch else { return }
+        epochEnds.removeFirst(Int(oldest - firstEpoch))
+        firstEpoch = oldest
+    }
+
+    /// Whether a queue entry may be the current one of its unit, given the unit's stamp: stamped within
+    /// the entry's epoch, or at the seq right after its end (an op rejected just before the close stamps
+    /// `lastSeq + 1`, and naming it again at that seq in the next epoch does not queue it again).
+    /// Otherwise a later naming in a later epoch queued the unit again, and the entry is stale.
+    func isLive(epoch e: UInt32, stamp: UInt64) -> Bool {
+        guard stamp > 0 else { return false }
+        guard let end = end(ofEpoch: e) else { return true }
+        return stamp <= end + 1
+    }
 }
 
 /// What the working set did since the store opened.
@@ -74,6 +125,8 @@ struct FIFO<Element> {
     private var head = 0
 
     var count: Int { items.count - head }
+
+    var first: Element? { head < items.count ? items[head] : nil }
 
     mutating func append(_ item: Element) { items.append(item) }
 
@@ -126,34 +179,65 @@ extension Store {
         throws
     {
         let seq = world.lastSeq + 1
+        if !workingSet.unstamped.isEmpty { stampUnstamped(in: &world) }
         keys.removeAll(keepingCapacity: true)
         world.footprint(of: op, into: &keys)
         guard !keys.isEmpty else { return }
         // Teams first: their rosters name the rest of a team op's footprint.
         missing.removeAll(keepingCapacity: true)
         for key in keys {
-            if case .team = key, !world.isResident(key) { missing.append(key) }
+            if case .team = key, !name(key, seq: seq, in: &world) { missing.append(key) }
         }
         let teamsLooked = !missing.isEmpty
         if teamsLooked {
             try load(missing, into: &world)
+            if !workingSet.wholesale { for key in missing { workingSet.unstamped.append((key, seq)) } }
             keys.removeAll(keepingCapacity: true)
             world.footprint(of: op, into: &keys)
         }
         missing.removeAll(keepingCapacity: true)
         for key in keys {
-            if world.isResident(key) {
+            if case .team = key {
+                // stamped (or looked up and queued) above; a team op names one team
                 workingSet.stats.hits += 1
-            } else if case .team = key, teamsLooked {
-                // looked up above: not in the store
+                continue
+            }
+            if name(key, seq: seq, in: &world) {
+                workingSet.stats.hits += 1
             } else {
                 missing.append(key)
             }
-            if case .receiptRead = key { continue }  // part of its tally's unit
-            if workingSet.wholesale { continue }  // no per-unit bookkeeping
-            if workingSet.lastNamed.updateValue(seq, forKey: key) == nil { workingSet.clock.append(key) }
         }
-        if !missing.isEmpty { try load(missing, into: &world) }
+        if missing.isEmpty { return }
+        try load(missing, into: &world)
+        guard !workingSet.wholesale else { return }  // no per-unit bookkeeping
+        for key in missing {
+            if case .receiptRead = key { continue }  // part of its tally's unit
+            workingSet.unstamped.append((key, seq))
+        }
+    }
+
+    /// Stamps `key` as named at `seq` when it is resident, queueing it for eviction sweeps when it became
+    /// resident since it was last stamped; whether it is resident (a reader: whether it is known).
+    @inline(__always)
+    private func name(_ key: ResidentKey, seq: UInt64, in world: inout World) -> Bool {
+        if case .receiptRead = key { return world.isResident(key) }
+        guard let previous = world.stamp(key, seq: seq) else { return false }
+        if !workingSet.wholesale { workingSet.named(key, previous: previous) }
+        return true
+    }
+
+    /// Stamps the units the last op loaded or created (`WorkingSet.unstamped`); forgets those it did not.
+    private func stampUnstamped(in world: inout World) {
+        for (key, seq) in workingSet.unstamped {
+            guard let previous = world.stamp(key, seq: seq) else { continue }  // not found, not made
+            if previous > seq {
+                _ = world.stamp(key, seq: previous)  // never moves a stamp back
+            } else {
+                workingSet.named(key, previous: previous)
+            }
+        }
+        workingSet.unstamped.removeAll(keepingCapacity: true)
     }
 
     /// Looks `keys` up in one read snapshot of the projection environment and makes those found resident.
@@ -194,7 +278,8 @@ extension Store {
         case .userConv(let user, let conv):
             guard
                 var uc = try value(
-                    .userConvs, ProjectionCodec.userConvKey(user, conv), txn, { try ProjectionCodec.decodeUserConv($0) })
+                    .userConvs, ProjectionCodec.userConvKey(user, conv), txn, { try ProjectionCodec.decodeUserConv($0) }
+                )
             else { return false }
             let prefix = conv.bytes + [0] + Array(user.utf8) + [0]
             uc.ownTotal = UInt64(try ordinal(txn, .own, prefix, atOrBefore: .max))
@@ -252,56 +337,57 @@ extension Store {
             team.restorePast(user, try ProjectionCodec.decodePastMemberships(value))
         }
         try each(.invites) { user, value in team.invites[user] = try ProjectionCodec.decodeInviters(value) }
-        try each(.applications) { user, value in team.applications[user] = try ProjectionCodec.decodeApplication(value) }
+        try each(.applications) { user, value in team.applications[user] = try ProjectionCodec.decodeApplication(value)
+        }
         return team
     }
 
-    /// After a checkpoint is committed: when the resident state is over budget, evicts clean units not
-    /// named since the previous sweep, oldest first, down to three quarters of the budget; then, if still
-    /// over, clean units named since.
+    /// After a checkpoint is committed, as the next one starts: when the resident state is over budget,
+    /// evicts the least recently named clean units (by epoch: see `WorkingSet`) down to three quarters of
+    /// the budget; then closes the epoch at the seq the starting checkpoint covers.
     func evictIfOverBudget() {
         guard !workingSet.wholesale else { return }  // `evictWholesaleIfOverBudget` instead
-        let budget = workingSet.budgetBytes
-        var estimate = world.residentBytesEstimate
-        // Units looked up but never made (rejected ops, unused tip ids) leave entries behind; drop them
-        // when they outnumber the resident units.
+        evictIfOverBudget(&world)
+        workingSet.trimEpochs()
+        workingSet.closeEpoch(at: world.lastSeq)
+    }
+
+    /// Works on the state in place, as `prefetch` does (a non-mutating call on the stored `world` copies it).
+    private func evictIfOverBudget(_ world: inout World) {
+        stampUnstamped(in: &world)
+        // Units named in many epochs, or named and never made, leave stale entries behind; drop them when
+        // they outnumber the resident units (a store under its budget never sweeps).
         let residentUnits =
             world.teams.count + world.convs.count + world.userConvCount + world.messages.count + world.receipts.count
-        if workingSet.lastNamed.count > 2 * residentUnits + 65_536 {
-            var named = workingSet.lastNamed
-            for key in named.keys where !world.isResident(key) { named[key] = nil }
-            workingSet.clock.filter { named[$0] != nil }
-            workingSet.lastNamed = named
+        if workingSet.clock.count > 2 * residentUnits + 65_536 {
+            let ws = workingSet
+            workingSet.clock.filter { key, e in ws.isLive(epoch: e, stamp: world.stamp(of: key) ?? 0) }
+            workingSet.trimEpochs()
         }
+        let budget = workingSet.budgetBytes
+        var estimate = world.residentBytesEstimate
         guard estimate > budget else { return }
         workingSet.stats.sweeps += 1
         let clean = checkpoint.seq
         let target = budget / 4 * 3
-        for secondChance in [min(clean, workingSet.previousSweepSeq), clean] {
-            var passes = workingSet.clock.count
-            while estimate > target && passes > 0, let key = workingSet.clock.popFirst() {
-                passes -= 1
-                guard world.isResident(key), let named = workingSet.lastNamed[key] else {
-                    workingSet.lastNamed[key] = nil
-                    continue
-                }
-                if named > secondChance {
-                    workingSet.clock.append(key)
-                    continue
-                }
-                let before = world.residentBytesEstimate(of: key)
-                world.evict(key)
-                if workingSet.onlyEvictedAreStored {
-                    if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
-                    workingSet.evicted!.insert(key)
-                }
-                workingSet.lastNamed[key] = nil
-                workingSet.stats.evictions += 1
-                estimate -= before
+        while estimate > target, let (key, e) = workingSet.clock.first {
+            guard let end = workingSet.end(ofEpoch: e), end <= clean else { break }  // not all clean
+            _ = workingSet.clock.popFirst()
+            // Gone (evicted wholesale, a state replaced since), or named in a later epoch: stale.
+            guard let named = world.stamp(of: key), workingSet.isLive(epoch: e, stamp: named) else { continue }
+            if named > clean {
+                // Named right after the epoch's end (see `isLive`), not yet checkpointed: queued again.
+                workingSet.clock.append((key, workingSet.epoch))
+                continue
             }
-            if estimate <= target { break }
+            estimate -= world.evict(key)
+            if workingSet.onlyEvictedAreStored {
+                if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
+                workingSet.evicted!.insert(key)
+            }
+            workingSet.stats.evictions += 1
         }
-        workingSet.previousSweepSeq = world.lastSeq
+        workingSet.trimEpochs()
     }
 
     /// A projections-only replay's eviction (`WorkingSet.wholesale`): when the resident state is over
@@ -310,8 +396,9 @@ extension Store {
     /// its whole roster — remembering them in `WorkingSet.evicted`.
     ///
     /// A writer evicts unit by unit, the least recently named first (`evictIfOverBudget`), which costs a
-    /// `lastNamed` update for every unit every op names, a FIFO of every resident unit, and sweeps over
-    /// it: a quarter of an audit's replay thread and ~100 bytes per resident unit (perf, 1M events). A
+    /// FIFO of every resident unit and sweeps over it (and, when this was written, a `[ResidentKey:
+    /// UInt64]` update for every unit every op names: a quarter of an audit's replay thread and ~100
+    /// bytes per resident unit, perf, 1M events). A
     /// replay waits for nobody, so the occasional reload of a hot unit after a wholesale eviction (one
     /// B-tree lookup each; a few per 256 MiB of new state) costs far less than tracking recency.
     func evictWholesaleIfOverBudget() throws {
@@ -343,10 +430,11 @@ extension Store {
     /// Debug check after an op: every record it changed (`changes`, set apart from the batch's) belongs
     /// to a unit its footprint named.
     func footprintViolations(of changes: ChangeSet, seq: UInt64) -> [String] {
+        if !workingSet.wholesale { stampUnstamped(in: &world) }
         var problems: [String] = []
         for key in Array(changes.dirty) + changes.appended {
             guard let unit = key.residentUnit else { continue }
-            if let named = workingSet.lastNamed[unit], named >= seq { continue }
+            if let named = world.stamp(of: unit), named >= seq { continue }
             problems.append("\(key) changed at \(seq) outside the op's footprint")
         }
         return problems

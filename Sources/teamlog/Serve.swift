@@ -42,6 +42,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Committed events whose records the record stream keeps for resuming (in memory).")
     var streamWindow: Int = WriterService.Options().streamWindow
 
+    @Option(help: "Most MiB of records the record stream keeps (the oldest events go first).")
+    var streamWindowMb: Int = WriterService.Options().streamWindowBytes >> 20
+
     @Option(help: "A single request with more ops than this is committed in several transactions.")
     var batchSize: Int = WriterService.Options().batchSize
 
@@ -65,8 +68,8 @@ struct Serve: AsyncParsableCommand {
         (config.host, config.port) = try Self.parseListen(listen)
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
-        guard bodyLimit > 0, streamWindow > 0, batchSize > 0 else {
-            throw ValidationError("--body-limit, --stream-window and --batch-size must be positive")
+        guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0 else {
+            throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
         }
         if let tokenFile {
             let token = try Self.readToken(tokenFile)
@@ -93,6 +96,7 @@ struct Serve: AsyncParsableCommand {
         try writer.apply(to: &options.store)
         options.batchSize = batchSize
         options.streamWindow = streamWindow
+        options.streamWindowBytes = streamWindowMb << 20
 
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         var logger = Logger(label: "teamlog.serve")

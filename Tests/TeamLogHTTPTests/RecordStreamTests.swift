@@ -1,6 +1,7 @@
 import TeamLog
 import TeamLogHTTP
 import TeamLogRuntime
+import TeamLogWorkload
 import TestSupport
 import Testing
 
@@ -86,5 +87,65 @@ func streamable(_ replies: [Reply]) -> [String] {
         window.close()
         #expect(window.read(from: 15) == .closed)
         await window.wait(for: 100)  // returns at once once closed
+    }
+
+    /// The window is bounded by bytes as well as by seqs: the oldest entries go until the records fit,
+    /// except the newest, kept whatever its size.
+    @Test func theWindowKeepsOnlyTheRecordsThatFitItsBytes() {
+        let window = RecordWindow(capacity: 100, maxBytes: 30, nextSeq: 1)
+        func entry(_ seq: UInt64, _ size: Int) -> RecordWindow.Entry {
+            RecordWindow.Entry(seq: seq, lines: [UInt8](repeating: 0x61, count: size - 1) + [0x0A])
+        }
+        window.publish([entry(1, 10), entry(2, 10), entry(3, 10)])
+        #expect(window.oldestSeq == 1 && window.retained == (3, 30))
+        window.publish([entry(4, 5)])
+        #expect(window.oldestSeq == 2 && window.retained == (3, 25))
+        #expect(window.read(from: 1) == .gone(oldest: 2))
+        window.publish([entry(5, 100)])  // larger than the whole window: alone
+        #expect(window.oldestSeq == 5 && window.retained == (1, 100))
+        window.publish((6...40).map { entry($0, 1) })
+        #expect(window.oldestSeq == 11 && window.retained == (30, 30))
+        #expect(window.read(from: 11, limit: 2) == .entries([entry(11, 1), entry(12, 1)]))
+        // Past the seq capacity too, wrapping the ring: still the newest that fit.
+        window.publish((41...300).map { entry($0, 1) })
+        #expect(window.oldestSeq == 271 && window.retained == (30, 30))
+        #expect(window.read(from: 300) == .entries([entry(300, 1)]))
+    }
+
+    /// Random batches, sizes and bounds against a model (every entry published; the window is the longest
+    /// suffix within both bounds, the newest always kept): every read answers as the model says. Found a
+    /// window whose byte bound dropped entries while it was still growing and then read an empty slot.
+    @Test(arguments: 0..<40) func theWindowMatchesAModelUnderRandomBatches(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        let capacity = Int(rng.next() % 20) + 1
+        let maxBytes = Int(rng.next() % 60)
+        let window = RecordWindow(capacity: capacity, maxBytes: maxBytes, nextSeq: 7)
+        var all: [RecordWindow.Entry] = []
+        for _ in 0..<60 {
+            let batch = (0..<Int(rng.next() % 6)).map { i in
+                RecordWindow.Entry(
+                    seq: 7 + UInt64(all.count + i), lines: [UInt8](repeating: 0x61, count: Int(rng.next() % 12)))
+            }
+            window.publish(batch)
+            all += batch
+            var kept = 0
+            var bytes = 0
+            while kept < all.count && kept < capacity {
+                let size = all[all.count - 1 - kept].lines.count
+                if kept > 0 && bytes + size > maxBytes { break }
+                kept += 1
+                bytes += size
+            }
+            let oldest = 7 + UInt64(all.count - kept)
+            #expect(window.oldestSeq == oldest)
+            #expect(window.retained == (kept, bytes))
+            if oldest > 7 { #expect(window.read(from: oldest - 1) == .gone(oldest: oldest)) }
+            for from in oldest..<(7 + UInt64(all.count)) {
+                let limit = Int(rng.next() % 8) + 1
+                let expected = Array(all[Int(from - 7)...].prefix(limit))
+                #expect(window.read(from: from, limit: limit) == .entries(expected))
+            }
+            #expect(window.read(from: 7 + UInt64(all.count)) == .nothingYet)
+        }
     }
 }

@@ -222,6 +222,10 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(body.contains("teamlog_checkpoint_lag_events"))
         #expect(body.contains("teamlog_store_bytes{env=\"log\"}"))
         #expect(body.contains("teamlog_working_set_hit_ratio "))
+        // Every committed event is retained (far under both limits): as many as the head seq.
+        let head = try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? -1
+        #expect(body.contains("teamlog_record_window_events \(Double(head))"), "head \(head)")
+        #expect(body.contains("teamlog_record_window_bytes "))
         #expect(body.contains("teamlog_working_set_budget_bytes \(Double(Store.defaultCacheBytes))"))
         #expect(
             body.contains(
@@ -230,6 +234,34 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(
             body.contains(
                 "teamlog_http_request_duration_seconds_count{route=\"/v1/ops\",method=\"POST\",status=\"200\"} 1"))
+        try await server.stop()
+    }
+
+    /// A streamed body is timed to its end, not to its head: a record stream held open for 400 ms is
+    /// recorded (once the client has gone) with at least that duration.
+    @Test func aStreamedResponseIsTimedToItsEnd() async throws {
+        let server = try await LiveServer()
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        let head = try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? 0
+        async let stream = readEvents(server.base + "/v1/records?from=\(head + 1)") { !$0.isEmpty }
+        try await Task.sleep(for: .milliseconds(400))
+        let update = op(
+            "team.update", "alice", ["team": "ops", "fields": ["intro": "a"] as KeyValuePairs<String, Any>])
+        _ = try await send("POST", server.base + "/v1/ops", body: update)
+        #expect(try await stream.events.count == 1)
+        let series = "teamlog_http_request_duration_seconds_sum{route=\"/v1/records\",method=\"GET\",status=\"200\"} "
+        // The stream's body ends when the window closes (as at a stop), whether or not the server has seen
+        // the client go yet; only then is its duration recorded.
+        server.writer.window?.close()
+        var seconds: Double?
+        for _ in 0..<400 where seconds == nil {
+            let text = try await send("GET", server.base + "/metrics").body
+            seconds = text.split(separator: "\n").first { $0.hasPrefix(series) }.flatMap {
+                Double($0.dropFirst(series.count))
+            }
+            if seconds == nil { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect((seconds ?? 0) >= 0.4, "the record stream's duration: \(seconds.map { "\($0) s" } ?? "not recorded")")
         try await server.stop()
     }
 

@@ -218,7 +218,7 @@ final class ClusterHarness {
         try processor.commit()
         defer { store.close() }
         return try Self.answers(lines) { kind, id in
-            try store.readProjections { txn in try kind.view(store, id, in: txn) }
+            try store.readCommitted { try kind.view(store, id, in: $0) }
         }
     }
 

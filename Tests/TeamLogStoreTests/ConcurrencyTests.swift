@@ -76,7 +76,7 @@ import Testing
         /// The answers in a snapshot of each environment (`txn`: the log's; `ptxn`: the projections').
         func answers(_ store: Store, _ txn: Transaction, _ ptxn: Transaction) throws -> Answers {
             Answers(
-                team: try store.teamView("c0", in: ptxn)?.jsonString,
+                team: try store.teamView("c0", in: store.storedSnapshot(ptxn))?.jsonString,
                 checkpoint: try ptxn.get(meta, "checkpoint"),
                 lastSeq: try txn.last(log).map { try $0.key.withUnsafeBytes { try BigEndianUInt64.decode($0) } },
                 teams: try ptxn.stat(teams).entries, members: try ptxn.stat(members).entries)

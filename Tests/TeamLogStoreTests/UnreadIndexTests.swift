@@ -27,7 +27,7 @@ import Testing
     static func measured(_ h: StoreHarness, _ user: Id) throws -> (view: JSONValue, moves: Int) {
         try h.store.readProjections { txn in
             let before = txn.cursorMoves
-            let view = try h.store.unreadView(user, in: txn)
+            let view = try h.store.unreadView(user, in: h.store.storedSnapshot(txn))
             return (view, txn.cursorMoves - before)
         }
     }

@@ -20,7 +20,8 @@ public final class StoreHarness {
     /// budget with frequent checkpoints evicts nearly everything after every checkpoint).
     public init(
         config: Config = Config(), mapSize: Int = 1 << 20, batchSize: Int = 10_000,
-        cacheBytes: Int = Store.defaultCacheBytes, checkpointOps: Int = Store.Options().checkpointOps
+        cacheBytes: Int = Store.defaultCacheBytes, checkpointOps: Int = Store.Options().checkpointOps,
+        checkpointMs: Int = Store.Options().checkpointMs
     ) throws {
         directory = TemporaryDirectory()
         var o = Store.Options()
@@ -29,6 +30,7 @@ public final class StoreHarness {
         o.noSync = true
         o.cacheBytes = cacheBytes
         o.checkpointOps = checkpointOps
+        o.checkpointMs = checkpointMs
         options = o
         var p = Processor.Options()
         p.batchSize = batchSize

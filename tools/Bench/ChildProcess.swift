@@ -38,30 +38,8 @@ enum ChildProcess {
     static func run(
         _ executable: String, _ arguments: [String], stdout: String, stderr: String, environment: [String] = []
     ) throws -> ChildRun {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        let added = environment.map { strdup($0) }
-        defer { for pointer in added { free(pointer) } }
-        var envp: [UnsafeMutablePointer<CChar>?] = []
-        var inherited: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = environ
-        while let entry = inherited.pointee {
-            envp.append(entry)
-            inherited += 1
-        }
-        envp += added + [nil]
-
-        var pid: pid_t = 0
-        let start = now()
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
-        guard spawned == 0 else {
-            throw BenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
-        }
+        let (pid, start) = try start(
+            executable, arguments, stdout: stdout, stderr: stderr, environment: environment)
         var status: Int32 = 0
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 {
@@ -156,6 +134,15 @@ extension ChildProcess {
     static func spawn(_ executable: String, _ arguments: [String], stdout: String, stderr: String) throws
         -> RunningChild
     {
+        let (pid, start) = try start(executable, arguments, stdout: stdout, stderr: stderr, environment: [])
+        return RunningChild(pid: pid, executable: executable, started: start)
+    }
+
+    /// Starts `executable` (stdin /dev/null, stdout and stderr to the given files, this process's
+    /// environment plus `environment`): its pid and when it started.
+    private static func start(
+        _ executable: String, _ arguments: [String], stdout: String, stderr: String, environment: [String]
+    ) throws -> (pid: pid_t, started: Double) {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -164,12 +151,21 @@ extension ChildProcess {
         posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        let added = environment.map { strdup($0) }
+        defer { for pointer in added { free(pointer) } }
+        var envp: [UnsafeMutablePointer<CChar>?] = []
+        var inherited: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = environ
+        while let entry = inherited.pointee {
+            envp.append(entry)
+            inherited += 1
+        }
+        envp += added + [nil]
         var pid: pid_t = 0
-        let start = now()
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let started = now()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
         guard spawned == 0 else {
             throw BenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
         }
-        return RunningChild(pid: pid, executable: executable, started: start)
+        return (pid, started)
     }
 }

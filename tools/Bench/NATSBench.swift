@@ -479,7 +479,8 @@ struct NATSBench {
         let ops = Double(options.ops)
         var md = "## teamlog-bench --nats: \(fmt(ops)) ops on 1…\(options.maxPartitions) JetStream partitions\n\n"
         md += "- command: `\(CommandLine.arguments.joined(separator: " "))`\n"
-        md += "- date: \(utcDate()) UTC; machine: \(machine()); load average at the start \(startLoad), at the "
+        md +=
+            "- date: \(utcDate()) UTC; machine: \(machineDescription()); load average at the start \(startLoad), at the "
         md += "end \(loadAverage()); total \(fmt(seconds / 60, 1)) min\n"
         md += "- workload: `MixedWorkload` seed \(options.seed), max team \(fmt(Double(options.maxTeam))), "
         md += "\(fmt(ops)) lines (the latency runs continue the same generator)\n"
@@ -576,42 +577,8 @@ struct NATSBench {
         fflush(nil)
     }
 
-    private func readText(_ path: String) -> String {
-        guard let f = fopen(path, "r") else { return "" }
-        defer { fclose(f) }
-        var bytes: [UInt8] = []
-        var block = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = fread(&block, 1, block.count, f)
-            if n <= 0 { break }
-            bytes += block[..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
     private func tail(_ text: String) -> String {
         String(text.suffix(600)).split(separator: "\n").joined(separator: " / ")
-    }
-
-    private func utcDate() -> String {
-        var t = time(nil)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        var buffer = [CChar](repeating: 0, count: 32)
-        strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M", &parts)
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    private func machine() -> String {
-        let cores = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        let memory = Double(sysconf(Int32(_SC_PHYS_PAGES))) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_073_741_824
-        return "\(cores) cores, \(fmt(memory)) GiB"
-    }
-
-    private func loadAverage() -> String {
-        var loads = [Double](repeating: 0, count: 3)
-        guard getloadavg(&loads, 3) == 3 else { return "unknown" }
-        return loads.map { fmt($0, 2) }.joined(separator: " / ")
     }
 }
 

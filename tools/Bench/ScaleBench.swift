@@ -66,7 +66,8 @@ struct ScaleBench {
             throw BenchError("teamlog-gen \(generation.ending): \(readText(err))")
         }
         var results = ScaleResults(
-            command: CommandLine.arguments.joined(separator: " "), date: utcDate(), machine: machine(),
+            command: CommandLine.arguments.joined(separator: " "), date: utcDate(),
+            machine: "\(machineDescription()), load average at the start \(loadAverage())",
             workload: "SWIFT_DETERMINISTIC_HASHING=1 teamlog-gen " + genArguments.joined(separator: " "),
             plannedOps: options.ops, chunkSize: options.chunk, generation: generation)
 
@@ -167,42 +168,9 @@ struct ScaleBench {
     }
 
     /// The whole file, or "" when it cannot be read (child output is small: summaries and errors).
-    private func readText(_ path: String) -> String {
-        guard let f = fopen(path, "r") else { return "" }
-        defer { fclose(f) }
-        var bytes: [UInt8] = []
-        var block = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = fread(&block, 1, block.count, f)
-            if n <= 0 { break }
-            bytes += block[..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
 
     /// The last 300 characters, on one line, for problem reports.
     private func tail(_ text: String) -> String {
         String(text.suffix(300)).split(separator: "\n").joined(separator: " / ")
-    }
-
-    private func utcDate() -> String {
-        var t = time(nil)
-        var parts = tm()
-        gmtime_r(&t, &parts)
-        var buffer = [CChar](repeating: 0, count: 32)
-        strftime(&buffer, buffer.count, "%Y-%m-%d %H:%M", &parts)
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
-
-    private func machine() -> String {
-        let cores = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        let memory = Double(sysconf(Int32(_SC_PHYS_PAGES))) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_073_741_824
-        return "\(cores) cores, \(fmt(memory)) GiB, load average at the start \(loadAverage())"
-    }
-
-    private func loadAverage() -> String {
-        var loads = [Double](repeating: 0, count: 3)
-        guard getloadavg(&loads, 3) == 3 else { return "unknown" }
-        return loads.map { fmt($0, 2) }.joined(separator: " / ")
     }
 }

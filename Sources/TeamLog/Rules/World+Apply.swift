@@ -25,14 +25,17 @@ extension World {
             team.beInviteMode = c.beInviteMode
             team.updateInfoMode = c.updateInfoMode
             team.muted = c.muted
-            team.addMember(actor, role: .owner, joinSeq: seq)
+            // Online bits set as each member is added (presence is not changed by a team op), not looked
+            // up again per member afterwards: a team.create adds its members by the thousand.
+            team.addMember(actor, role: .owner, joinSeq: seq, online: isOnline(actor))
             let joined = c.members.filter { $0 != actor }
-            for user in joined { team.addMember(user, role: .normal, joinSeq: seq) }
+            for user in joined { team.addMember(user, role: .normal, joinSeq: seq, online: isOnline(user)) }
             teams[c.team] = team
             touch(.team(c.team))
+            let key = ConvKey(team: c.team, kind: team.kind)
             for user in [actor] + joined {
                 touchAppended(.member(c.team, user))
-                joinedConversation(user, team: c.team, seq: seq)
+                joinedConversation(user, team: c.team, key: key, seq: seq)
             }
             tip(
                 c.team, seq, nim: nil, zim: TipFactory.zim("GROUP_CREATED", 1, actor, joined),
@@ -225,11 +228,13 @@ extension World {
 
     /// Adds users as normal members; a join clears their pending invitations and application.
     private mutating func join(_ id: Id, _ users: [Id], seq: UInt64) {
-        if !users.isEmpty { touch(.team(id)) }
+        guard !users.isEmpty else { return }
+        touch(.team(id))
+        let key = ConvKey(team: id, kind: teams[id]!.kind)
         for user in users {
-            teams[id]!.addMember(user, role: .normal, joinSeq: seq)
+            teams[id]!.addMember(user, role: .normal, joinSeq: seq, online: isOnline(user))
             touchAppended(.member(id, user))
-            joinedConversation(user, team: id, seq: seq)
+            joinedConversation(user, team: id, key: key, seq: seq)
             if teams[id]!.invites.removeValue(forKey: user) != nil { touch(.invite(id, user)) }
             if teams[id]!.applications.removeValue(forKey: user) != nil { touch(.application(id, user)) }
         }

@@ -356,18 +356,25 @@ extension World {
     // MARK: Membership and conversations
 
     /// A user joined a team: their conversation view starts at the join.
-    mutating func joinedConversation(_ user: Id, team id: Id, seq: UInt64) {
-        let key = ConvKey(team: id, kind: teams[id]!.kind)
+    ///
+    /// `key` is the team's conversation; the caller added `user` to the roster with their online bit
+    /// (`TeamState.addMember(_:role:joinSeq:online:)`).
+    mutating func joinedConversation(_ user: Id, team id: Id, key: ConvKey, seq: UInt64) {
         // One hash of the user per table, mutated in place (this runs once per member of a team.create).
-        if userConvs[user]?[key] == nil { userConvCount += 1 }
-        modifying(&userConvs[user, default: [:]][key, default: UserConv()]) { uc in
-            uc.joinSeq = seq
-            uc.leaveSeq = nil
-            uc.last = nil
+        var added = false
+        modifying(&userConvs[user, default: [:]]) { convs in
+            if let index = convs.index(forKey: key) {
+                convs.values[index].joinSeq = seq
+                convs.values[index].leaveSeq = nil
+                convs.values[index].last = nil
+            } else {
+                convs[key] = UserConv(joinSeq: seq)
+                added = true
+            }
         }
+        if added { userConvCount += 1 }
         touchAppended(.userConv(user, key))
         derived.userTeams[user, default: []].insert(id)
-        if isOnline(user) { teams[id]!.setOnline(user, true) }
     }
 
     /// A user left a team: unread freezes at the leave, and so does the last message.

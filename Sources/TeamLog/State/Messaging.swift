@@ -20,6 +20,8 @@ public struct ConvState: Sendable, Equatable {
     public var countedTotal: UInt64 = 0
     /// The last stored message every member sees (broadcasts, tips; every p2p message).
     public var last: MessageRef?
+    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
+    public var stamp = ResidencyStamp()
 
     public init() {}
 }
@@ -40,6 +42,8 @@ public struct UserConv: Sendable, Equatable {
     /// Counted messages the user received here individually so far (directed team messages, p2p): the
     /// ordinal of their last `directed` entry.
     public var directedTotal: UInt64 = 0
+    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
+    public var stamp = ResidencyStamp()
 
     public init(joinSeq: UInt64 = 0) { self.joinSeq = joinSeq }
 }
@@ -61,6 +65,8 @@ public struct StoredMessage: Sendable, Equatable {
     /// `modifyInfo`: who modified it and when.
     public var modifiedBy: Id?
     public var modifiedTs: Int64?
+    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
+    public var stamp = ResidencyStamp()
 
     public init(seq: UInt64, ts: Int64, conv: ConvKey, sender: Id, content: JSONValue, isTip: Bool, stored: Bool) {
         self.seq = seq
@@ -94,6 +100,8 @@ public struct ReceiptState: Sendable, Equatable {
     public private(set) var readers: [Id: UInt64] = [:]
     /// Whether `readers` holds every reader.
     public private(set) var complete: Bool = true
+    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
+    public var stamp = ResidencyStamp()
 
     public init(receiverCount: Int, directedReceivers: [Id]?) {
         self.receiverCount = receiverCount

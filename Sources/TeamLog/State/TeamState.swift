@@ -34,6 +34,8 @@ public struct TeamState: Sendable, Equatable {
     public var invites: [Id: [Id]] = [:]
     /// Pending applications: applicant → message ("" when none).
     public var applications: [Id: String] = [:]
+    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
+    public var stamp = ResidencyStamp()
     /// Ended memberships per user, oldest first (grows with leaves, never with messages).
     public internal(set) var past: [Id: [PastMembership]] = [:]
 

@@ -131,6 +131,46 @@ extension World {
         }
     }
 
+    /// Stamps a resident unit as named at `seq` (`ResidencyStamp`) and returns its previous stamp (0 when
+    /// it became resident since it was last stamped); `nil` when it is not resident. One probe per table,
+    /// the same as `isResident`. A reader (`receiptRead`) is part of its tally's unit and has no stamp.
+    @inline(__always)
+    public mutating func stamp(_ key: ResidentKey, seq: UInt64) -> UInt64? {
+        // `index(forKey:)` then `values[index]`: one hash, and the value is changed where it lies (an
+        // optional-chained `dict[key]?.stamp` moves the value out and back, copying a team).
+        switch key {
+        case .team(let id):
+            guard let index = teams.index(forKey: id) else { return nil }
+            return teams.values[index].stamp.mark(seq)
+        case .conv(let key):
+            guard let index = convs.index(forKey: key) else { return nil }
+            return convs.values[index].stamp.mark(seq)
+        case .userConv(let user, let key):
+            guard let outer = userConvs.index(forKey: user), let index = userConvs.values[outer].index(forKey: key)
+            else { return nil }
+            return userConvs.values[outer].values[index].stamp.mark(seq)
+        case .message(let id):
+            guard let index = messages.index(forKey: id) else { return nil }
+            return messages.values[index].stamp.mark(seq)
+        case .receipt(let id):
+            guard let index = receipts.index(forKey: id) else { return nil }
+            return receipts.values[index].stamp.mark(seq)
+        case .receiptRead: preconditionFailure("a reader has no stamp of its own")
+        }
+    }
+
+    /// A resident unit's stamp; `nil` when it is not resident (a reader: `nil`).
+    public func stamp(of key: ResidentKey) -> UInt64? {
+        switch key {
+        case .team(let id): teams[id]?.stamp.seq
+        case .conv(let key): convs[key]?.stamp.seq
+        case .userConv(let user, let key): userConvs[user]?[key]?.stamp.seq
+        case .message(let id): messages[id]?.stamp.seq
+        case .receipt(let id): receipts[id]?.stamp.seq
+        case .receiptRead: nil
+        }
+    }
+
     // MARK: Loading (the store, from its tables)
 
     /// Makes a team resident, roster and all, as stored: its online bits from presence, its members in
@@ -178,28 +218,33 @@ extension World {
 
     // MARK: Evicting (the store, for units whose changes are all in the stored projections)
 
-    /// Drops a unit from the resident state (a lookup key drops nothing on its own).
-    public mutating func evict(_ key: ResidentKey) {
+    /// Drops a unit from the resident state (a lookup key drops nothing on its own) and returns its
+    /// estimated size (`residentBytesEstimate(of:)` before the drop; 0 when it was not resident).
+    @discardableResult
+    public mutating func evict(_ key: ResidentKey) -> Int {
         switch key {
         case .team(let id):
-            guard let team = teams.removeValue(forKey: id) else { return }
+            guard let team = teams.removeValue(forKey: id) else { return 0 }
             for case let member? in team.slots {
                 derived.userTeams[member.user]?.remove(id)
                 if derived.userTeams[member.user]?.isEmpty == true { derived.userTeams[member.user] = nil }
             }
+            return EntryBytes.team + team.slots.count * EntryBytes.member
         case .conv(let key):
-            convs[key] = nil
+            return convs.removeValue(forKey: key) == nil ? 0 : EntryBytes.conv
         case .userConv(let user, let key):
-            guard userConvs[user]?.removeValue(forKey: key) != nil else { return }
+            guard userConvs[user]?.removeValue(forKey: key) != nil else { return 0 }
             userConvCount -= 1
             if userConvs[user]?.isEmpty == true { userConvs[user] = nil }
+            return EntryBytes.userConv
         case .message(let id):
-            messages[id] = nil
+            return messages.removeValue(forKey: id) == nil ? 0 : EntryBytes.message
         case .receipt(let id):
-            guard let tally = receipts.removeValue(forKey: id) else { return }
+            guard let tally = receipts.removeValue(forKey: id) else { return 0 }
             residentReaders -= tally.readers.count
+            return EntryBytes.receipt + tally.readers.count * EntryBytes.reader
         case .receiptRead:
-            break
+            return 0
         }
     }
 
