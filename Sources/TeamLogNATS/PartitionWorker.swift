@@ -336,7 +336,7 @@ public final class PartitionWorker: @unchecked Sendable {
                     fields.append(("partition", .int(Int64(options.partition))))
                     fields.append(("partitions", .int(Int64(options.partitions))))
                     fields.append(("sourcePosition", .int(Int64(writer.sourcePosition))))
-                    let unpublished = try writer.unpublished().count
+                    let unpublished = try writer.unpublishedCount()
                     let (stats, pending, inFlight) = monitor.locked { (_stats, lastPending, self.inFlight) }
                     fields.append(("unpublished", .int(Int64(unpublished))))
                     fields.append(("consumed", .int(Int64(stats.consumed))))

@@ -174,6 +174,13 @@ public final class WriterService: @unchecked Sendable {
         }
     }
 
+    /// How many committed outbox entries are left (records whose publish is not confirmed, or whose
+    /// deletion has not committed yet): counted, not read.
+    public func unpublishedCount() throws -> Int {
+        guard let store else { return 0 }
+        return try store.outboxCount()
+    }
+
     /// The committed outbox entries after `position` (records committed but not confirmed published).
     public func unpublished(after position: UInt64 = 0) throws -> [(position: UInt64, records: OutboxRecords)] {
         guard let store else { return [] }
@@ -291,14 +298,44 @@ public final class WriterService: @unchecked Sendable {
         var last: UInt64 = 0
         var report = CommitReport()
         var commitStarted = 0.0
+        private let alive: GroupCount
 
-        init(batch: [Submission]) { self.batch = batch }
+        init(batch: [Submission], alive: GroupCount) {
+            self.batch = batch
+            self.alive = alive
+            alive.add(1)
+        }
+
+        deinit { alive.add(-1) }
+
+        /// Lets the group go once answered: each processor's observer captures the group (its report and
+        /// records), so the group and the processors it holds would otherwise keep each other — and every
+        /// record of the group — alive for good.
+        func release() {
+            for (processor, _) in processors { processor.observer = nil }
+            processors = []
+            byEvent = [:]
+        }
     }
+
+    /// Groups not yet freed (a test checks that answered groups go).
+    final class GroupCount: @unchecked Sendable {
+        private let monitor = Monitor()
+        private var value = 0
+        func add(_ n: Int) { monitor.locked { value += n } }
+        var count: Int { monitor.locked { value } }
+    }
+
+    private let groupCount = GroupCount()
+
+    /// Groups of submissions decided and not yet freed: those in flight (at most two once answered ones
+    /// are gone). A number that grows with the submissions answered is a leak.
+    public var liveGroups: Int { groupCount.count }
 
     /// Runs each submission of a group through a processor of its own (same decisions and records as the
     /// CLI's). `nil` when the store failed (every submission is answered with that).
     private func startGroup(_ batch: [Submission], store: Store) -> Group? {
-        let group = Group(batch: batch)
+        let group = Group(batch: batch, alive: groupCount)
         group.report.submissions = batch.count
         group.first = store.world.lastSeq + 1
         var writer = JSONWriter()
@@ -411,9 +448,9 @@ public final class WriterService: @unchecked Sendable {
         report.workingSet = store.workingSetStats
         (report.windowEvents, report.windowBytes) = window.retained
         onCommit(report)
-        for (submission, (_, output)) in zip(group.batch, group.processors) {
-            submission.done(.success(output.bytes))
-        }
+        let outputs = group.processors.map(\.1)
+        group.release()
+        for (submission, output) in zip(group.batch, outputs) { submission.done(.success(output.bytes)) }
     }
 
     /// The store failed with `error` while the group was decided or committed: nothing more is written,
@@ -421,6 +458,7 @@ public final class WriterService: @unchecked Sendable {
     private func failGroup(_ group: Group, store: Store, error: any Error) {
         let failure = Failure(code: .storeFailed, message: "\(error)")
         monitor.locked { _state = .failed(failure.message) }
+        group.release()
         for submission in group.batch { submission.done(.failure(failure)) }
     }
 

@@ -31,6 +31,13 @@ extension Store {
     /// Whether something staged waits for a commit.
     public var hasStagedSource: Bool { !pendingSource.isEmpty }
 
+    /// How many committed outbox entries there are (published or not, until their deletion commits): one
+    /// `mdb_stat`, whatever the outbox holds. Safe on any thread.
+    public func outboxCount() throws -> Int {
+        guard let outbox = dbs.outbox else { return 0 }
+        return Int(try env.stat(outbox.handle).entries)
+    }
+
     /// The committed outbox entries after `position`, in order: records committed but not (known to be)
     /// published. Safe on any thread (one read snapshot of the log).
     public func outboxEntries(after position: UInt64 = 0, limit: Int = .max) throws -> [(UInt64, [UInt8])] {

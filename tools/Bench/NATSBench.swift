@@ -1,10 +1,12 @@
 // teamlog-bench --nats: issue 13's bar — partitions on NATS JetStream, measured on the real binaries.
 //
-//   swift build -c release --product teamlog --product teamlog-bench
+//   swift build -c release --product teamlog && swift build -c release --product teamlog-bench
 //   .build/release/teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]
 //
 // In one run:
-// 1. the single-store baseline: `teamlog ingest FILE --store S --emit none` (durable, default settings);
+// 1. the single-store baselines: `teamlog ingest FILE --store S --emit none` (durable, default settings),
+//    the ratio's base, and the same with `--emit all` to /dev/null (every record encoded, as a partition
+//    must: the fair per-op cost to compare a partition's with);
 // 2. for N = 1, 2, 3 partitions: a fresh `nats-server -js` (store on disk), the workload routed first by
 //    an in-process `OpRouter` (the router's rate), then N `teamlog serve --nats` children timed from their
 //    start until every one has committed its subject's last message and published its outbox;
@@ -128,6 +130,15 @@ struct NATSBench {
         let baseline = Double(options.ops) / ingest.seconds
         progress("  \(fmt(baseline)) ops/s (\(fmt(ingest.seconds, 2)) s wall, \(fmt(ingest.cpuSeconds, 2)) CPU s)")
         _ = try? ChildProcess.run("/bin/rm", ["-rf", dir + "/cli-store"], stdout: "/dev/null", stderr: "/dev/null")
+        // The same with every record encoded and written (to /dev/null): what a partition must produce.
+        progress("baseline: teamlog ingest --emit all (records to /dev/null)…")
+        let ingestAll = try ChildProcess.run(
+            teamlog, ["ingest", file, "--store", dir + "/cli-store", "--emit", "all"], stdout: "/dev/null", stderr: err)
+        guard ingestAll.succeeded else {
+            throw BenchError("teamlog ingest --emit all \(ingestAll.ending): \(readText(err))")
+        }
+        progress("  \(fmt(Double(options.ops) / ingestAll.seconds)) ops/s (\(fmt(ingestAll.cpuSeconds, 2)) CPU s)")
+        _ = try? ChildProcess.run("/bin/rm", ["-rf", dir + "/cli-store"], stdout: "/dev/null", stderr: "/dev/null")
 
         // 2. Deployments of 1 … maxPartitions; the last stays up for 3.
         var deployments: [Deployment] = []
@@ -185,7 +196,8 @@ struct NATSBench {
         progress("key distribution for N = 1…\(options.modelPartitions)…")
         let distribution = distribution(lines[..<options.ops])
         let report = markdown(
-            baseline: (ingest, ingestSummary, baseline), deployments: deployments, latency: latencyRuns,
+            baseline: (ingest, ingestSummary, baseline), withRecords: ingestAll, deployments: deployments,
+            latency: latencyRuns,
             distribution: distribution, problems: problems, startLoad: startLoad, seconds: now() - started)
         print("\n" + report)
         mkdir(options.outDir, 0o755)  // may exist
@@ -473,7 +485,8 @@ struct NATSBench {
     // MARK: Report
 
     private func markdown(
-        baseline: (run: ChildRun, summary: IngestSummary?, rate: Double), deployments: [Deployment],
+        baseline: (run: ChildRun, summary: IngestSummary?, rate: Double), withRecords: ChildRun,
+        deployments: [Deployment],
         latency: [LatencyRun], distribution: Distribution, problems: [String], startLoad: String, seconds: Double
     ) -> String {
         let ops = Double(options.ops)
@@ -492,17 +505,24 @@ struct NATSBench {
 
         md += "### Throughput\n\n"
         md += "| run | ops/s | × CLI | wall s | messages per partition | partition CPU s | nats-server CPU s "
-        md += "| records published | router lines/s |\n|---|---:|---:|---:|---|---|---:|---:|---:|\n"
+        md += "| records published | router lines/s | partition CPU µs/op |\n"
+        md += "|---|---:|---:|---:|---|---|---:|---:|---:|---:|\n"
         let b = baseline.run
         md += "| CLI `teamlog ingest --emit none` (single store) | \(fmt(baseline.rate)) | 1.00 "
-        md += "| \(fmt(b.seconds, 2)) | — | \(fmt(b.cpuSeconds, 2)) | — | none (`--emit none`) | — |\n"
+        md += "| \(fmt(b.seconds, 2)) | — | \(fmt(b.cpuSeconds, 2)) | — | none (`--emit none`) | — "
+        md += "| \(fmt(b.cpuSeconds / ops * 1e6)) |\n"
+        let w = withRecords
+        md += "| CLI `teamlog ingest --emit all` (records to /dev/null) | \(fmt(ops / w.seconds)) "
+        md += "| \(fmt(ops / w.seconds / baseline.rate, 2)) | \(fmt(w.seconds, 2)) | — | \(fmt(w.cpuSeconds, 2)) | — "
+        md += "| all (to /dev/null) | — | \(fmt(w.cpuSeconds / ops * 1e6)) |\n"
         for d in deployments {
             let rate = ops / d.catchUpSeconds
             md += "| N=\(d.partitions) partitions | \(fmt(rate)) | \(fmt(rate / baseline.rate, 2)) "
             md += "| \(fmt(d.catchUpSeconds, 2)) | \(d.perPartition.map { fmt(Double($0)) }.joined(separator: " / ")) "
             md += "| \(d.partitionCPU.map { fmt($0, 2) }.joined(separator: " / ")) | \(fmt(d.serverCPU, 2)) "
             md += "| \(fmt(Double(d.records))) "
-            md += "| \(fmt(Double(d.routedLines) / d.routeSeconds)) |\n"
+            md += "| \(fmt(Double(d.routedLines) / d.routeSeconds)) "
+            md += "| \(fmt(d.partitionCPU.reduce(0, +) / ops * 1e6)) |\n"
         }
         if let s = baseline.summary {
             md += "\nThe CLI's own clock (after opening the store): \(fmt(Double(s.lines) / s.seconds)) ops/s; "
