@@ -71,6 +71,8 @@ public final class PartitionWorker: @unchecked Sendable {
         var position: UInt64
         var message: NATSMessage?
         var records: OutboxRecords
+        /// The records as the writer handed them over, decoded by the publishing thread (off the writer's).
+        var encoded: [UInt8]? = nil
     }
 
     public let options: Options
@@ -143,8 +145,8 @@ public final class PartitionWorker: @unchecked Sendable {
     private func seek(after position: UInt64) throws -> PullSubscription {
         guard let js else { throw ClusterError("not started") }
         let p = options.partition
-        do { try js.deleteConsumer(stream: TeamLogSubjects.opsStream, durable: TeamLogSubjects.durable(p)) } catch
-            let error as NATSError where error.code == .notFound
+        do { try js.deleteConsumer(stream: TeamLogSubjects.opsStream, durable: TeamLogSubjects.durable(p)) } catch let
+            error as NATSError where error.code == .notFound
         {}
         return try js.pullSubscribe(
             stream: TeamLogSubjects.opsStream, subject: TeamLogSubjects.ops(p), durable: TeamLogSubjects.durable(p),
@@ -229,12 +231,8 @@ public final class PartitionWorker: @unchecked Sendable {
                     monitor.locked {
                         switch result {
                         case .success(let bytes):
-                            do {
-                                completed.append(
-                                    Done(position: position, message: message, records: try OutboxRecords(decoding: bytes)))
-                            } catch {
-                                _failure = "cannot read the records of input \(position): \(error)"
-                            }
+                            completed.append(
+                                Done(position: position, message: message, records: OutboxRecords(), encoded: bytes))
                         case .failure(let failure):
                             _failure = "the store failed: \(failure)"
                         }
@@ -262,12 +260,26 @@ public final class PartitionWorker: @unchecked Sendable {
 
     private func publishLoop() {
         while true {
-            let (batch, stop): ([Done], Bool) = monitor.locked {
+            let (taken, stop): ([Done], Bool) = monitor.locked {
                 monitor.wait { !completed.isEmpty || _failure != nil || (stopping && inFlight == 0) }
                 defer { completed.removeAll(keepingCapacity: true) }
                 return (completed, completed.isEmpty)
             }
             if stop { break }
+            var batch = taken
+            do {
+                for i in batch.indices {
+                    guard let bytes = batch[i].encoded else { continue }
+                    batch[i].records = try OutboxRecords(decoding: bytes)
+                    batch[i].encoded = nil
+                }
+            } catch {
+                monitor.locked {
+                    _failure = "cannot read the records of an input: \(error)"
+                    monitor.broadcast()
+                }
+                break
+            }
             var attempt = 0
             while true {
                 attempt += 1
@@ -330,7 +342,9 @@ public final class PartitionWorker: @unchecked Sendable {
         let reply: JSONValue
         do {
             if name == "status" {
-                guard let store = writer.store else { throw WriterService.Failure(code: .notReady, message: "not open") }
+                guard let store = writer.store else {
+                    throw WriterService.Failure(code: .notReady, message: "not open")
+                }
                 var status = try store.status().json
                 if case .object(var fields) = status {
                     fields.append(("partition", .int(Int64(options.partition))))
@@ -352,7 +366,8 @@ public final class PartitionWorker: @unchecked Sendable {
             } else if let kind = QueryKind(rawValue: name) {
                 let view: JSONValue? = try writer.answer { store, snapshot in
                     kind == .unread
-                        ? try QueryKind.unreadWithTimes(store, id, in: snapshot) : try kind.view(store, id, in: snapshot)
+                        ? try QueryKind.unreadWithTimes(store, id, in: snapshot)
+                        : try kind.view(store, id, in: snapshot)
                 }
                 reply = view ?? Self.error(kind.missingCode, kind.missingMessage(id.string))
             } else {
