@@ -14,28 +14,33 @@ final class WriterLock {
     private var fd: Int32
 
     init(directory: String, wait: Bool) throws {
+        // The descriptor becomes `fd` only once the lock is held: a throwing initializer of a class whose
+        // properties are all set runs `deinit`, which would close the descriptor a second time — by then
+        // perhaps another file's or socket's (a server's listening socket died of EBADF that way).
         let path = directory + "/writer.lock"
-        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw StoreError.system("cannot open \(path)", call: "open", path: path) }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let holder = Self.readHolder(fd)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw StoreError.system("cannot open \(path)", call: "open", path: path) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let holder = Self.readHolder(descriptor)
             guard wait, errno == EWOULDBLOCK || errno == EAGAIN else {
-                close(fd)
+                close(descriptor)
                 throw StoreError(
                     code: .writerBusy,
-                    message: "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
+                    message:
+                        "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
                         + "one writer per store: wait for it to finish, or pass --wait", path: directory)
             }
-            while flock(fd, LOCK_EX) != 0 {
+            while flock(descriptor, LOCK_EX) != 0 {
                 if errno != EINTR {
-                    close(fd)
+                    close(descriptor)
                     throw StoreError.system("cannot lock \(path)", call: "flock", path: path)
                 }
             }
         }
         let pid = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        _ = pid.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+        _ = ftruncate(descriptor, 0)
+        _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        fd = descriptor
     }
 
     private static func readHolder(_ fd: Int32) -> String? {

@@ -1,6 +1,7 @@
 import LMDB
 import TeamLog
 import TeamLogStore
+import TeamLogThreads
 import TestSupport
 import Testing
 
@@ -109,18 +110,21 @@ import Testing
         try #require(try holder.waitForOutput(containing: "ready", timeout: 30))
 
         let errPath = directory.child("bulk.err")
-        try store.projectionEnv.read { ptxn in try store.env.read { txn in
-            let before = try handles.answers(store, txn, ptxn)
-            #expect(before.lastSeq == 1_000)
-            #expect(before.teams == 550, "c0…c499 and d500, d510, … d990")
-            let ingest = try ChildProcess.run(
-                TestSupport.teamlogExecutable, ["ingest", bulk, "--store", storePath, "--no-sync", "--emit", "none"],
-                stderr: errPath, timeout: 300)
-            #expect(ingest.status == .exited(0), "\(CrashSafetyTests.readText(errPath))")
-            #expect(CrashSafetyTests.readText(errPath).hasPrefix("accepted 100000, rejected 0,"))
-            let after = try handles.answers(store, txn, ptxn)
-            #expect(after == before, "the snapshot changed under its reader")
-        } }
+        try store.projectionEnv.read { ptxn in
+            try store.env.read { txn in
+                let before = try handles.answers(store, txn, ptxn)
+                #expect(before.lastSeq == 1_000)
+                #expect(before.teams == 550, "c0…c499 and d500, d510, … d990")
+                let ingest = try ChildProcess.run(
+                    TestSupport.teamlogExecutable,
+                    ["ingest", bulk, "--store", storePath, "--no-sync", "--emit", "none"],
+                    stderr: errPath, timeout: 300)
+                #expect(ingest.status == .exited(0), "\(CrashSafetyTests.readText(errPath))")
+                #expect(CrashSafetyTests.readText(errPath).hasPrefix("accepted 100000, rejected 0,"))
+                let after = try handles.answers(store, txn, ptxn)
+                #expect(after == before, "the snapshot changed under its reader")
+            }
+        }
         holder.kill(SIGKILL)
         holder.wait()
 
@@ -262,4 +266,53 @@ import Testing
         defer { store.close() }
         #expect(try store.audit().ok)
     }
+}
+
+extension ConcurrencyTests {
+    /// A writer refused the store's lock closes its descriptor once. (The lock's initializer closed it and
+    /// threw, and the class's `deinit`, which Swift runs for an object whose properties were all set,
+    /// truncated and closed the same number again — by then another thread's file or socket: a server test
+    /// died in NIO's `getsockname` with EBADF.) Meanwhile another thread keeps opening descriptors and
+    /// checks that each stays its own until it closes it itself.
+    @Test func aRefusedWriterClosesItsLockDescriptorOnce() throws {
+        let directory = TemporaryDirectory()
+        let storePath = directory.child("store")
+        var options = Store.Options()
+        options.noSync = true
+        let holder = try Store(path: storePath, options: options)
+        defer { holder.close() }
+        let probe = directory.child("probe")
+        let state = ProbeState()
+        let checker = try #require(
+            startThread {
+                while !state.stopped {
+                    let fd = open(probe, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+                    guard fd >= 0 else { continue }
+                    for _ in 0..<20 where fcntl(fd, F_GETFD) < 0 { state.steal() }
+                    if close(fd) != 0 { state.steal() }  // EBADF: someone else closed it
+                }
+            })
+        var refused = 0
+        for _ in 0..<3_000 {
+            do { _ = try Store(path: storePath, options: options) } catch let error as StoreError
+                where error.code == .writerBusy
+            {
+                refused += 1
+            }
+        }
+        state.stop()
+        checker.join()
+        #expect(refused == 3_000)
+        #expect(state.stolen == 0, "descriptors of another thread closed under it: \(state.stolen)")
+    }
+}
+
+private final class ProbeState: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var _stopped = false
+    private var _stolen = 0
+    var stopped: Bool { monitor.locked { _stopped } }
+    var stolen: Int { monitor.locked { _stolen } }
+    func stop() { monitor.locked { _stopped = true } }
+    func steal() { monitor.locked { _stolen += 1 } }
 }
