@@ -198,6 +198,12 @@ public final class WriterService: @unchecked Sendable {
         thread = nil
     }
 
+    /// Inside the lock: the failure once the service has failed.
+    private var failedState: Failure? {
+        if case .failed(let why) = _state { return Failure(code: .storeFailed, message: why) }
+        return nil
+    }
+
     /// Inside the lock: why a new request is refused, if it is.
     private var refusal: Failure? {
         if stopRequested { return Failure(code: .stopping, message: "the server is stopping") }
@@ -250,8 +256,26 @@ public final class WriterService: @unchecked Sendable {
                 }
                 return (queue, published, stopRequested)
             }
+            if let failure = monitor.locked({ failedState }) {
+                // A group failed (the store, or a decision's read of it): nothing more is decided or
+                // committed — the failed group's ops may still be pending in the store, and committing them
+                // with a later group would make durable what was answered as failed. The group in flight, if
+                // any, is answered as its commit went; what was queued gets the failure.
+                if let previous = inFlight { finishGroup(previous, store: store, window: window) }
+                inFlight = nil
+                window.close()
+                for submission in batch { submission.done(.failure(failure)) }
+                if stopping && monitor.locked({ queue.isEmpty }) { break }
+                continue
+            }
             store.stagePublished(confirmed)
             if !batch.isEmpty {
+                if let previous = inFlight, batch.contains(where: { $0.lines.count >= options.batchSize }) {
+                    // A submission this large commits part of itself while it is decided, which finishes the
+                    // commit in flight on the way: answer that group first, so its answer is its own commit's.
+                    finishGroup(previous, store: store, window: window)
+                    inFlight = nil
+                }
                 let group = startGroup(batch, store: store)
                 if let previous = inFlight { finishGroup(previous, store: store, window: window) }
                 inFlight = group.flatMap { beginCommit($0, store: store, window: window) }
