@@ -198,6 +198,31 @@ public final class WriterService: @unchecked Sendable {
         thread = nil
     }
 
+    /// The groups a batch of submissions is decided in, in order: consecutive submissions together, but a
+    /// submission of `batchSize` lines or more alone. Such a submission commits parts of itself while it is
+    /// decided, and each of those transactions carries every op pending in the store: grouped with others
+    /// it would make their ops durable under its commits, and its failure would answer as failed
+    /// submissions that had become durable whole.
+    static func groups<S>(of batch: [S], batchSize: Int, lines: (S) -> Int) -> [[S]] {
+        var groups: [[S]] = []
+        var current: [S] = []
+        for submission in batch {
+            if lines(submission) >= batchSize {
+                if !current.isEmpty { groups.append(current) }
+                current = []
+                groups.append([submission])
+            } else {
+                current.append(submission)
+            }
+        }
+        if !current.isEmpty { groups.append(current) }
+        return groups
+    }
+
+    private static func groups(of batch: [Submission], batchSize: Int) -> [[Submission]] {
+        groups(of: batch, batchSize: batchSize) { $0.lines.count }
+    }
+
     /// Inside the lock: the failure once the service has failed.
     private var failedState: Failure? {
         if case .failed(let why) = _state { return Failure(code: .storeFailed, message: why) }
@@ -270,15 +295,21 @@ public final class WriterService: @unchecked Sendable {
             }
             store.stagePublished(confirmed)
             if !batch.isEmpty {
-                if let previous = inFlight, batch.contains(where: { $0.lines.count >= options.batchSize }) {
-                    // A submission this large commits part of itself while it is decided, which finishes the
-                    // commit in flight on the way: answer that group first, so its answer is its own commit's.
-                    finishGroup(previous, store: store, window: window)
-                    inFlight = nil
+                for part in Self.groups(of: batch, batchSize: options.batchSize) {
+                    if let failure = monitor.locked({ failedState }) {
+                        for submission in part { submission.done(.failure(failure)) }
+                        continue
+                    }
+                    if let previous = inFlight, part[0].lines.count >= options.batchSize {
+                        // A submission this large commits part of itself while it is decided, which would
+                        // finish the commit in flight on the way: answer that group first, by its own commit.
+                        finishGroup(previous, store: store, window: window)
+                        inFlight = nil
+                    }
+                    let group = startGroup(part, store: store)
+                    if let previous = inFlight { finishGroup(previous, store: store, window: window) }
+                    inFlight = group.flatMap { beginCommit($0, store: store, window: window) }
                 }
-                let group = startGroup(batch, store: store)
-                if let previous = inFlight { finishGroup(previous, store: store, window: window) }
-                inFlight = group.flatMap { beginCommit($0, store: store, window: window) }
             } else {
                 if let previous = inFlight { finishGroup(previous, store: store, window: window) }
                 inFlight = nil

@@ -2,6 +2,7 @@ import LMDB
 import TeamLog
 import TeamLogRuntime
 import TeamLogStore
+import TeamLogThreads
 import TeamLogWorkload
 import TestSupport
 import Testing
@@ -24,8 +25,9 @@ import Testing
 
         init?(size: String) {
             mkdir(directory.child("mnt"), 0o755)
-            guard let run = try? ChildProcess.run(
-                "/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", directory.child("mnt")], timeout: 10),
+            guard
+                let run = try? ChildProcess.run(
+                    "/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", directory.child("mnt")], timeout: 10),
                 run.status == .exited(0)
             else { return nil }
             mounted = true
@@ -62,7 +64,9 @@ import Testing
         case batch, follow
         /// Checkpoints as often as commits, so the projections' writes meet the full disk too.
         var arguments: [String] {
-            (self == .batch ? ["--batch-size", "500"] : ["--follow", "--batch-size", "500"]) + ["--checkpoint-ops", "500"]
+            (self == .batch ? ["--batch-size", "500"] : ["--follow", "--batch-size", "500"]) + [
+                "--checkpoint-ops", "500",
+            ]
         }
     }
 
@@ -191,5 +195,88 @@ import Testing
         try clean.feed(lines)
         #expect(try CrashSafetyTests.storedTables(store) == CrashSafetyTests.storedTables(clean.store))
         store.close()
+    }
+
+    /// The writer service (the server's, a partition's) on a disk that fills while four clients submit
+    /// concurrently (pipelined group commits, requests over the batch size): every op of a request
+    /// answered with its records is in the store; of a request answered `storeFailed`, at most the ops of
+    /// the transactions it committed before the failure are (a prefix, never the whole request: nothing a
+    /// later commit made durable behind a failure); and the store audits clean.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func aServiceOnAFullDiskAnswersExactlyWhatIsDurable() throws {
+        let fs = try #require(Tmpfs(size: "2m"))
+        let path = fs.path + "/store"
+        var options = WriterService.Options()
+        options.store.noSync = true
+        options.store.checkpointOps = 200
+        // Each request (10 ops) is over the batch size: it commits part of itself while it is decided,
+        // which finishes the group in flight on the way — that group must be answered by its own commit.
+        options.batchSize = 4
+        let writer = WriterService(path: path, options: options)
+        while writer.state == .opening { usleepMs(2) }
+        #expect(writer.state == .ready)
+        func op(_ text: String) -> ParsedLine { ParsedLine.parse(.text(number: 1, bytes: Array(text.utf8))) }
+        let create = ResultBox()
+        writer.submit([op(#"{"op":"team.create","actor":"a","ts":1000,"team":"t","members":["b","c"]}"#)], emit: .none)
+        {
+            create.set($0)
+        }
+        _ = try create.wait().get()
+        let padding = String(repeating: "x", count: 1_500)
+        final class Outcomes: @unchecked Sendable {
+            let monitor = Monitor()
+            var answered: [(opIds: [String], ok: Bool)] = []
+        }
+        let outcomes = Outcomes()
+        let clients = (0..<4).compactMap { c in
+            startThread {
+                for r in 0..<150 {
+                    let opIds = (0..<10).map { "c\(c)-\(r)-\($0)" }
+                    let lines = opIds.map { id in
+                        op(
+                            #"{"op":"message.send","actor":"a","ts":2000,"opId":"\#(id)","to":{"type":"team","id":"t"},"messageId":"\#(id)","content":{"type":"text","text":"\#(padding)"}}"#
+                        )
+                    }
+                    let box = ResultBox()
+                    writer.submit(lines, emit: .all) { box.set($0) }
+                    let ok: Bool
+                    switch box.wait() {
+                    case .success: ok = true
+                    case .failure: ok = false
+                    }
+                    outcomes.monitor.locked { outcomes.answered.append((opIds, ok)) }
+                }
+            }
+        }
+        #expect(clients.count == 4)
+        for client in clients { client.join() }
+        writer.stop()
+        let answered = outcomes.monitor.locked { outcomes.answered }
+        let failedAt = answered.firstIndex { !$0.ok }
+        #expect(failedAt != nil, "the disk never filled")
+        #expect(answered.contains { $0.ok }, "nothing was committed before the disk filled")
+
+        try fs.resize("64m")
+        var readOptions = Store.Options()
+        readOptions.readOnly = true
+        let store = try Store(path: path, options: readOptions, loadState: false)
+        var lostAcknowledged: [String] = []
+        var durableFailed: [String] = []
+        for (opIds, ok) in answered {
+            let stored = try opIds.map { try store.seqOf(opId: Id($0)) != nil }
+            if ok {
+                lostAcknowledged += zip(opIds, stored).filter { !$0.1 }.map(\.0)
+            } else if stored.last == true || stored.drop(while: { $0 }).contains(true) {
+                // A failed request over the batch size may have had its first transactions committed (a
+                // prefix of its ops: a retry with the same opIds gets `duplicate`), never all of it.
+                durableFailed += zip(opIds, stored).filter(\.1).map(\.0)
+            }
+        }
+        #expect(lostAcknowledged.isEmpty, "answered with records but not stored: \(lostAcknowledged.prefix(5))")
+        #expect(durableFailed.isEmpty, "answered storeFailed but stored whole (or not as a prefix): \(durableFailed)")
+        store.close()
+        let reopened = try Store(path: path)
+        defer { reopened.close() }
+        #expect(try reopened.audit().ok)
     }
 }
