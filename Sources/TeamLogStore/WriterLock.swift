@@ -21,8 +21,9 @@ final class WriterLock {
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw StoreError.system("cannot open \(path)", call: "open", path: path) }
         if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            let refusal = errno  // before `readHolder`'s own calls can change it
             let holder = Self.readHolder(descriptor)
-            guard wait, errno == EWOULDBLOCK || errno == EAGAIN else {
+            guard wait, refusal == EWOULDBLOCK || refusal == EAGAIN else {
                 close(descriptor)
                 throw StoreError(
                     code: .writerBusy,
