@@ -203,11 +203,11 @@ public final class WriterService: @unchecked Sendable {
     /// decided, and each of those transactions carries every op pending in the store: grouped with others
     /// it would make their ops durable under its commits, and its failure would answer as failed
     /// submissions that had become durable whole.
-    static func groups<S>(of batch: [S], batchSize: Int, lines: (S) -> Int) -> [[S]] {
-        var groups: [[S]] = []
-        var current: [S] = []
+    private static func groups(of batch: [Submission], batchSize: Int) -> [[Submission]] {
+        var groups: [[Submission]] = []
+        var current: [Submission] = []
         for submission in batch {
-            if lines(submission) >= batchSize {
+            if submission.lines.count >= batchSize {
                 if !current.isEmpty { groups.append(current) }
                 current = []
                 groups.append([submission])
@@ -217,10 +217,6 @@ public final class WriterService: @unchecked Sendable {
         }
         if !current.isEmpty { groups.append(current) }
         return groups
-    }
-
-    private static func groups(of batch: [Submission], batchSize: Int) -> [[Submission]] {
-        groups(of: batch, batchSize: batchSize) { $0.lines.count }
     }
 
     /// Inside the lock: the failure once the service has failed.

@@ -7,9 +7,8 @@ extension Store {
     /// Runs `body` in a read snapshot of the projections as they are on disk, with the seq of the
     /// checkpoint that snapshot holds. Unlike `readProjections` it never checkpoints first, so it touches
     /// nothing of the writer's state and may run on any thread while the writer works (LMDB read
-    /// transactions are `MDB_NOTLS`; the environment's resize lock keeps them off a map growth). A caller
-    /// that needs read-your-writes compares the seq with what it must see and asks the writer's thread
-    /// for a checkpoint when the snapshot is behind.
+    /// transactions are `MDB_NOTLS`; the environment's resize lock keeps them off a map growth). It sees
+    /// the stored checkpoint only; queries that must read their writes use `readCommitted`.
     public func readStoredProjections<R>(_ body: (Transaction, _ checkpointSeq: UInt64) throws -> R) throws -> R {
         try projectionEnv.read { txn in try body(txn, pdbs.readCheckpoint(txn).seq) }
     }
