@@ -150,14 +150,16 @@ public final class TeamLogServer: Service, Sendable {
         }
         let lines = ParsedLine.parseAll(Array(body.readableBytesView))
         let writer = self.writer
-        let records: [UInt8] = try await withCheckedThrowingContinuation { continuation in
+        let records: [Record] = try await withCheckedThrowingContinuation { continuation in
             writer.submit(lines, emit: emit) { result in
                 continuation.resume(with: result.mapError { Self.apiError($0) })
             }
         }
+        // Encoded here, on this request's task, not on the writer's thread every request waits for.
         var headers = HTTPFields()
         headers[.contentType] = "application/x-ndjson"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: records)))
+        return Response(
+            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: WriterService.encode(records))))
     }
 
     static func apiError(_ failure: WriterService.Failure) -> APIError {
@@ -283,14 +285,14 @@ public final class TeamLogServer: Service, Sendable {
             status: .ok, headers: headers,
             body: .init { [from] writer in
                 var next = from
-                var out: [UInt8] = []
+                var out = JSONWriter()
                 streaming: while true {
                     switch window.read(from: next, limit: 512) {
                     case .entries(let entries):
-                        out.removeAll(keepingCapacity: true)
+                        out.bytes.removeAll(keepingCapacity: true)
                         for entry in entries { Self.appendEvent(entry, to: &out) }
                         next = entries.last!.seq + 1
-                        if !out.isEmpty { try await writer.write(ByteBuffer(bytes: out)) }
+                        if !out.bytes.isEmpty { try await writer.write(ByteBuffer(bytes: out.bytes)) }
                     case .nothingYet:
                         let published = await Self.wait(window, for: next, seconds: heartbeat)
                         if !published { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
@@ -306,17 +308,19 @@ public final class TeamLogServer: Service, Sendable {
             })
     }
 
-    /// One SSE event: `id: SEQ`, a `data:` line per record. An event without records is skipped.
-    static func appendEvent(_ entry: RecordWindow.Entry, to out: inout [UInt8]) {
-        guard !entry.lines.isEmpty else { return }
-        out += Array("id: \(entry.seq)\n".utf8)
-        var start = 0
-        for (i, byte) in entry.lines.enumerated() where byte == 0x0A {
-            out += Array("data: ".utf8)
-            out += entry.lines[start...i]
-            start = i + 1
+    /// One SSE event: `id: SEQ`, a `data:` line per record (encoded here, by the subscriber's task). An
+    /// event without records is skipped.
+    static func appendEvent(_ entry: RecordWindow.Entry, to out: inout JSONWriter) {
+        guard !entry.records.isEmpty else { return }
+        out.writeRaw("id: ")
+        out.writeInt(Int64(entry.seq))
+        out.bytes.append(0x0A)
+        for record in entry.records {
+            out.writeRaw("data: ")
+            record.write(into: &out)
+            out.bytes.append(0x0A)
         }
-        out.append(0x0A)
+        out.bytes.append(0x0A)
     }
 
     /// Waits for `seq` to be published or `seconds` to pass; true when something was published.

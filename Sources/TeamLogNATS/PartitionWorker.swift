@@ -117,11 +117,11 @@ public final class PartitionWorker: @unchecked Sendable {
         querySubscription = try connection.subscribe("teamlog.q.\(options.partition).*") { [weak self] message in
             self?.answer(message)
         }
-        guard let fetcher = startThread({ [self] in fetchLoop() }) else {
+        guard let fetcher = startThread(name: "tl-fetch", { [self] in fetchLoop() }) else {
             throw ClusterError("cannot start the fetch thread")
         }
         threads.append(fetcher)
-        guard let publisher = startThread({ [self] in publishLoop() }) else {
+        guard let publisher = startThread(name: "tl-publish", { [self] in publishLoop() }) else {
             throw ClusterError("cannot start the publish thread")
         }
         threads.append(publisher)

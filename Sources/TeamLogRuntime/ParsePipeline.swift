@@ -54,7 +54,7 @@ final class ParsePipeline: @unchecked Sendable {
 
     /// Starts the reading thread.
     func start() throws {
-        guard let started = startThread({ self.produce() }) else {
+        guard let started = startThread(name: "tl-parse", { self.produce() }) else {
             throw StoreError("cannot start the parsing thread")
         }
         thread = started

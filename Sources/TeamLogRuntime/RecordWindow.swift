@@ -1,3 +1,4 @@
+public import TeamLog
 import TeamLogThreads
 
 /// The output records of the last committed events, by seq, for live subscribers (the HTTP record
@@ -6,15 +7,20 @@ import TeamLogThreads
 /// fit in `maxBytes` of records (the newest always stays): a delivery to a large team lists every
 /// receiver, so a count alone does not bound the memory. An older seq is gone.
 public final class RecordWindow: @unchecked Sendable {
-    /// The records of one event, as JSON Lines (each ending in a newline): its `event` record, if it was an
-    /// op's, and its outputs. A system event (`membersSync`) has outputs only; it may have none.
+    /// The records of one event: its `event` record, if it was an op's, and its outputs. A system event
+    /// (`membersSync`) has outputs only; it may have none. Kept as values, not JSON: the writer's thread
+    /// never encodes them — each subscriber encodes what it reads, on its own task.
     public struct Entry: Sendable, Equatable {
         public var seq: UInt64
-        public var lines: [UInt8]
+        public var records: [Record]
+        /// Bytes of memory the records hold (an estimate, `Record.estimatedSize`): what the window's byte
+        /// bound counts.
+        public var size: Int
 
-        public init(seq: UInt64, lines: [UInt8]) {
+        public init(seq: UInt64, records: [Record], size: Int? = nil) {
             self.seq = seq
-            self.lines = lines
+            self.records = records
+            self.size = size ?? records.reduce(0) { $0 + $1.estimatedSize }
         }
     }
 
@@ -33,7 +39,8 @@ public final class RecordWindow: @unchecked Sendable {
 
     /// Most seqs retained.
     public let capacity: Int
-    /// Most bytes of records retained (the newest entry is kept whatever its size).
+    /// Most bytes of records retained, as `Entry.size` estimates them (the newest entry is kept whatever
+    /// its size).
     public let maxBytes: Int
     private let monitor = Monitor()
     /// The entries retained are `entries[start...]`, holding seqs `first ..< first + count`; the slots
@@ -72,7 +79,7 @@ public final class RecordWindow: @unchecked Sendable {
                 precondition(entry.seq == first + UInt64(count), "record window: seq \(entry.seq) out of order")
                 if count == capacity { dropOldest() }
                 entries.append(entry)
-                bytes += entry.lines.count
+                bytes += entry.size
                 while bytes > maxBytes && count > 1 { dropOldest() }
             }
             if start > 0 && start >= entries.count / 2 {
@@ -129,8 +136,8 @@ public final class RecordWindow: @unchecked Sendable {
 
     /// Inside the lock: forgets the oldest entry retained.
     private func dropOldest() {
-        bytes -= entries[start].lines.count
-        entries[start] = Entry(seq: 0, lines: [])
+        bytes -= entries[start].size
+        entries[start] = Entry(seq: 0, records: [], size: 0)
         start += 1
         first += 1
     }
@@ -139,5 +146,32 @@ public final class RecordWindow: @unchecked Sendable {
         let woken = Array(waiters.values)
         waiters.removeAll()
         return woken
+    }
+}
+
+extension Record {
+    /// About how many bytes of memory the record holds: its enum payload, and per id in its lists an
+    /// array slot plus the id's bytes when they do not fit in a small string. Deliveries to large teams
+    /// dominate: a 2,000-member delivery holds ~48 KB (receivers and alerted), its JSON ~25 KB.
+    public var estimatedSize: Int {
+        @inline(__always) func ids(_ list: [Id]) -> Int {
+            var n = 32 + list.count * MemoryLayout<Id>.stride
+            for id in list where id.utf8.count > 15 { n += id.utf8.count + 32 }
+            return n
+        }
+        let base = 64
+        switch self {
+        case .rejected(_, _, _, let reason): return base + reason.utf8.count
+        case .duplicate, .event: return base
+        case .output(.delivery(let d)):
+            return base + 64 + d.messageId.utf8.count + ids(d.receivers) + ids(d.alerted)
+                + d.silenced.count * (MemoryLayout<Id>.stride + 16)
+        case .output(.tip(let tip)):
+            return base + 512 + tip.text.utf8.count + (tip.nim.map { ids($0.targetIDs) } ?? 0)
+                + (tip.zim.map { ids($0.targetUserIDs) } ?? 0)
+        case .output(.signal(let s)): return base + 128 + ids(s.devices) + (s.members.map(ids) ?? 0)
+        case .output(.notice): return base + 128
+        case .output(.login(let login)): return base + 128 + 128 * (login.offline.count + login.channels.count)
+        }
     }
 }

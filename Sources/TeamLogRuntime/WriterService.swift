@@ -74,11 +74,24 @@ public final class WriterService: @unchecked Sendable {
     }
 
     private struct Submission {
+        /// Who waits for the answer: a request (its records, as values) or a stream input (its outbox
+        /// entry, encoded: it was written in the commit).
+        enum Reply {
+            case records(@Sendable (Result<[Record], Failure>) -> Void)
+            case outbox(@Sendable (Result<[UInt8], Failure>) -> Void)
+        }
         var lines: [ParsedLine]
         var emit: Processor.Emit
         /// A stream input's position: its records go to the outbox with it (`submit(_:source:done:)`).
         var source: UInt64? = nil
-        var done: @Sendable (Result<[UInt8], Failure>) -> Void
+        var reply: Reply
+
+        func fail(_ failure: Failure) {
+            switch reply {
+            case .records(let done): done(.failure(failure))
+            case .outbox(let done): done(.failure(failure))
+            }
+        }
     }
 
     public let path: String
@@ -107,7 +120,7 @@ public final class WriterService: @unchecked Sendable {
         self.path = path
         self.options = options
         self.onCommit = onCommit
-        thread = startThread { [self] in run() }
+        thread = startThread(name: "tl-writer") { [self] in run() }
         if thread == nil { monitor.locked { _state = .failed("cannot start the writer thread") } }
     }
 
@@ -131,18 +144,29 @@ public final class WriterService: @unchecked Sendable {
     public var checkpointSeq: UInt64 { monitor.locked { _checkpointSeq } }
 
     /// Queues lines (already parsed off this thread) for the next group commit; `done` gets their SPEC §4
-    /// records as JSON Lines (those `emit` asks for) once they are durable, or why not. Called on the
-    /// writer's thread: it must not block.
+    /// records (those `emit` asks for, in order) once they are durable, or why not. The records are
+    /// values: the caller encodes them (`encode`) on its own thread, so the writer's thread, which every
+    /// request waits on, does not. `done` is called on the writer's thread: it must not block.
     public func submit(
-        _ lines: [ParsedLine], emit: Processor.Emit, done: @escaping @Sendable (Result<[UInt8], Failure>) -> Void
+        _ lines: [ParsedLine], emit: Processor.Emit, done: @escaping @Sendable (Result<[Record], Failure>) -> Void
     ) {
         let refused: Failure? = monitor.locked {
             if let failure = refusal { return failure }
-            queue.append(Submission(lines: lines, emit: emit, done: done))
+            queue.append(Submission(lines: lines, emit: emit, reply: .records(done)))
             monitor.broadcast()
             return nil
         }
         if let refused { done(.failure(refused)) }
+    }
+
+    /// Records as JSON Lines, each ending in a newline: what `teamlog ingest` prints for them.
+    public static func encode(_ records: [Record]) -> [UInt8] {
+        var writer = JSONWriter()
+        for record in records {
+            record.write(into: &writer)
+            writer.bytes.append(0x0A)
+        }
+        return writer.bytes
     }
 
     /// Queues one input of an external stream at `position` (its stream sequence, above every position
@@ -154,7 +178,7 @@ public final class WriterService: @unchecked Sendable {
     ) {
         let refused: Failure? = monitor.locked {
             if let failure = refusal { return failure }
-            queue.append(Submission(lines: [line], emit: .none, source: position, done: done))
+            queue.append(Submission(lines: [line], emit: .none, source: position, reply: .outbox(done)))
             monitor.broadcast()
             return nil
         }
@@ -285,7 +309,7 @@ public final class WriterService: @unchecked Sendable {
                 if let previous = inFlight { finishGroup(previous, store: store, window: window) }
                 inFlight = nil
                 window.close()
-                for submission in batch { submission.done(.failure(failure)) }
+                for submission in batch { submission.fail(failure) }
                 if stopping && monitor.locked({ queue.isEmpty }) { break }
                 continue
             }
@@ -293,7 +317,7 @@ public final class WriterService: @unchecked Sendable {
             if !batch.isEmpty {
                 for part in Self.groups(of: batch, batchSize: options.batchSize) {
                     if let failure = monitor.locked({ failedState }) {
-                        for submission in part { submission.done(.failure(failure)) }
+                        for submission in part { submission.fail(failure) }
                         continue
                     }
                     if let previous = inFlight, part[0].lines.count >= options.batchSize {
@@ -335,15 +359,15 @@ public final class WriterService: @unchecked Sendable {
     /// answered once durable.
     private final class Group {
         final class Output {
-            var bytes: [UInt8] = []
-            /// With `emit` all: per record printed, in order, the seq it goes to the stream under (0: not
-            /// streamed), so the stream reuses the printed bytes instead of encoding every record again.
-            var seqs: [UInt64] = []
+            /// The records the submission's `emit` asks for, in order.
+            var records: [Record] = []
+            /// A stream input's outbox entry, encoded.
+            var outbox: [UInt8] = []
         }
         let batch: [Submission]
         var processors: [(Processor, Output)] = []
-        /// Records of each seq for the record stream (those not printed).
-        var byEvent: [UInt64: [UInt8]] = [:]
+        /// Records of each seq for the record stream.
+        var byEvent: [UInt64: [Record]] = [:]
         /// Seqs the group's events took: `first ... last` (none when `last < first`).
         var first: UInt64 = 0
         var last: UInt64 = 0
@@ -389,46 +413,35 @@ public final class WriterService: @unchecked Sendable {
         let group = Group(batch: batch, alive: groupCount)
         group.report.submissions = batch.count
         group.first = store.world.lastSeq + 1
-        var writer = JSONWriter()
         do {
             for submission in batch {
                 var outbox = OutboxRecords()
                 var processorOptions = Processor.Options()
-                processorOptions.emit = submission.emit
+                processorOptions.emit = .none  // the observer keeps the records; nothing is encoded here
                 processorOptions.batchSize = options.batchSize
                 let output = Group.Output()
-                let processor = Processor(store: store, options: processorOptions) { output.bytes += $0 }
+                let processor = Processor(store: store, options: processorOptions) { _ in }
                 store.wantsDeliveries = true
-                let printsAll = submission.emit == .all
+                let emit = submission.emit
                 let fromSource = submission.source != nil
                 processor.observer = { record, seq in
                     if fromSource { outbox.append(record) }
                     switch record {
                     case .rejected(_, _, let code, _):
                         group.report.rejected[code, default: 0] += 1
-                        if printsAll { output.seqs.append(0) }
+                        if emit != .none { output.records.append(record) }
                         return
                     case .duplicate:
                         group.report.duplicates += 1
-                        if printsAll { output.seqs.append(0) }
+                        if emit != .none { output.records.append(record) }
                         return
                     case .event:
                         group.report.accepted += 1
+                        if emit != .none { output.records.append(record) }
                     case .output:
-                        break
+                        if emit == .all { output.records.append(record) }
                     }
-                    guard let seq else { return }
-                    if printsAll { return output.seqs.append(seq) }
-                    if fromSource, let json = outbox.entries.last?.json {
-                        // Encoded once: the record stream takes the outbox's bytes.
-                        group.byEvent[seq, default: []] += json
-                        group.byEvent[seq, default: []].append(0x0A)
-                        return
-                    }
-                    writer.bytes.removeAll(keepingCapacity: true)
-                    record.write(into: &writer)
-                    writer.bytes.append(0x0A)
-                    group.byEvent[seq, default: []] += writer.bytes
+                    if let seq { group.byEvent[seq, default: []].append(record) }
                 }
                 group.processors.append((processor, output))
                 for line in submission.lines { try processor.process(line) }
@@ -438,7 +451,7 @@ public final class WriterService: @unchecked Sendable {
                     // transaction that makes this input's events durable (one line: never split).
                     let encoded = outbox.encoded
                     store.stageSource(position: position, outbox: [(position, encoded)])
-                    output.bytes = encoded
+                    output.outbox = encoded
                 }
             }
         } catch {
@@ -472,23 +485,9 @@ public final class WriterService: @unchecked Sendable {
         }
         var report = group.report
         report.commitSeconds = MonotonicClock.seconds() - group.commitStarted
-        var byEvent = group.byEvent
-        for (processor, output) in group.processors {
-            output.bytes += processor.takeOutput()  // records of ops now durable
-            guard !output.seqs.isEmpty else { continue }
-            var start = 0
-            var index = 0
-            for (i, byte) in output.bytes.enumerated() where byte == 0x0A {
-                let seq = index < output.seqs.count ? output.seqs[index] : 0
-                if seq != 0 { byEvent[seq, default: []] += output.bytes[start...i] }
-                start = i + 1
-                index += 1
-            }
-            assert(index == output.seqs.count, "records printed \(index), observed \(output.seqs.count)")
-        }
         if group.last >= group.first {
-            window.publish(
-                (group.first...group.last).map { RecordWindow.Entry(seq: $0, lines: byEvent[$0] ?? []) })
+            let byEvent = group.byEvent
+            window.publish((group.first...group.last).map { RecordWindow.Entry(seq: $0, records: byEvent[$0] ?? []) })
         }
         monitor.locked {
             _committedSeq = max(_committedSeq, group.last)
@@ -501,7 +500,12 @@ public final class WriterService: @unchecked Sendable {
         onCommit(report)
         let outputs = group.processors.map(\.1)
         group.release()
-        for (submission, output) in zip(group.batch, outputs) { submission.done(.success(output.bytes)) }
+        for (submission, output) in zip(group.batch, outputs) {
+            switch submission.reply {
+            case .records(let done): done(.success(output.records))
+            case .outbox(let done): done(.success(output.outbox))
+            }
+        }
     }
 
     /// The store failed with `error` while the group was decided or committed: nothing more is written,
@@ -510,7 +514,7 @@ public final class WriterService: @unchecked Sendable {
         let failure = Failure(code: .storeFailed, message: "\(error)")
         monitor.locked { _state = .failed(failure.message) }
         group.release()
-        for submission in group.batch { submission.done(.failure(failure)) }
+        for submission in group.batch { submission.fail(failure) }
     }
 
     private func fail(_ message: String, store: Store?) {
@@ -527,7 +531,7 @@ public final class WriterService: @unchecked Sendable {
                 return (queue, stopRequested)
             }
             let failure = monitor.locked { refusal } ?? Failure(code: .storeFailed, message: "store failed")
-            for s in batch { s.done(.failure(failure)) }
+            for s in batch { s.fail(failure) }
             if stopping { return }
         }
     }

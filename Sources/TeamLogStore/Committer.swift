@@ -254,8 +254,8 @@ final class WriterThread: @unchecked Sendable {
     private var thread: JoinableThread?
 
     /// `nil` when no thread can be started (the store then writes in place).
-    init?() {
-        guard let started = startThread({ self.loop() }) else { return nil }
+    init?(name: String) {
+        guard let started = startThread(name: name, { self.loop() }) else { return nil }
         thread = started
     }
 

@@ -38,7 +38,7 @@ extension Store {
         world.clearChanges()
         opsSinceCheckpoint = 0
         lastCheckpointMs = MonotonicClock.milliseconds()
-        if checkpointer == nil { checkpointer = WriterThread() }
+        if checkpointer == nil { checkpointer = WriterThread(name: "tl-checkpoint") }
         if let checkpointer {
             checkpointer.start(checkpoint)
         } else {

@@ -431,7 +431,7 @@ public final class Store {
         // No read transaction of this process may be open while the writer grows the map; lookups use
         // short transactions until the batch is done.
         lookup?.reset()
-        if !onThisThread && committer == nil { committer = WriterThread() }
+        if !onThisThread && committer == nil { committer = WriterThread(name: "tl-commit") }
         if !onThisThread, let committer {
             committer.start(job)
         } else {  // in place (also when no committer thread could be started)

@@ -16,14 +16,19 @@ public struct JoinableThread: @unchecked Sendable {
     public func join() { pthread_join(handle, nil) }
 }
 
-/// Starts a thread running `body`; `nil` when the system gives none.
-public func startThread(_ body: @escaping () -> Void) -> JoinableThread? {
+/// Starts a thread running `body`; `nil` when the system gives none. `name` (at most 15 bytes on Linux)
+/// is what `top -H`, `perf` and debuggers show for it.
+public func startThread(name: String? = nil, _ body: @escaping () -> Void) -> JoinableThread? {
     final class Box: @unchecked Sendable {
         let body: () -> Void
         init(_ body: @escaping () -> Void) { self.body = body }
     }
     var thread = pthread_t()
-    let box = Unmanaged.passRetained(Box(body))
+    let box = Unmanaged.passRetained(
+        Box {
+            if let name { nameThisThread(name) }
+            body()
+        })
     let rc = pthread_create(
         &thread, nil,
         { raw in
@@ -35,6 +40,18 @@ public func startThread(_ body: @escaping () -> Void) -> JoinableThread? {
         return nil
     }
     return JoinableThread(handle: thread)
+}
+
+/// Names the calling thread (truncated to the 15 bytes Linux keeps).
+public func nameThisThread(_ name: String) {
+    #if os(Linux)
+        // pthread_setname_np is not imported (it needs _GNU_SOURCE); the kernel's file for it is.
+        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        guard fd >= 0 else { return }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    #endif
 }
 
 /// Runs `second` on a new thread and `first` on this one, and returns both results when both are done

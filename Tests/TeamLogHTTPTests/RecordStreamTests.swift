@@ -1,4 +1,4 @@
-import TeamLog
+@testable import TeamLog
 import TeamLogHTTP
 import TeamLogRuntime
 import TeamLogWorkload
@@ -72,18 +72,20 @@ func streamable(_ replies: [Reply]) -> [String] {
         try await server.stop()
     }
 
+    static func event(_ seq: UInt64) -> Record { .event(line: 1, seq: seq, ts: 1000, op: "message.send") }
+
     @Test func theWindowKeepsTheLastSeqsAndWakesWaiters() async throws {
         let window = RecordWindow(capacity: 3, nextSeq: 10)
         #expect(window.read(from: 10) == .nothingYet)
         #expect(window.read(from: 9) == .gone(oldest: 10))
         async let woken: Void = window.wait(for: 10)
-        window.publish((10...14).map { RecordWindow.Entry(seq: $0, lines: Array("\($0)\n".utf8)) })
+        window.publish((10...14).map { RecordWindow.Entry(seq: $0, records: [Self.event($0)]) })
         await woken
         #expect(window.oldestSeq == 12)
         #expect(window.read(from: 11) == .gone(oldest: 12))
         #expect(
             window.read(from: 13, limit: 5)
-                == .entries([13, 14].map { RecordWindow.Entry(seq: $0, lines: Array("\($0)\n".utf8)) }))
+                == .entries([13, 14].map { RecordWindow.Entry(seq: $0, records: [Self.event($0)]) }))
         window.close()
         #expect(window.read(from: 15) == .closed)
         await window.wait(for: 100)  // returns at once once closed
@@ -94,7 +96,7 @@ func streamable(_ replies: [Reply]) -> [String] {
     @Test func theWindowKeepsOnlyTheRecordsThatFitItsBytes() {
         let window = RecordWindow(capacity: 100, maxBytes: 30, nextSeq: 1)
         func entry(_ seq: UInt64, _ size: Int) -> RecordWindow.Entry {
-            RecordWindow.Entry(seq: seq, lines: [UInt8](repeating: 0x61, count: size - 1) + [0x0A])
+            RecordWindow.Entry(seq: seq, records: [], size: size)
         }
         window.publish([entry(1, 10), entry(2, 10), entry(3, 10)])
         #expect(window.oldestSeq == 1 && window.retained == (3, 30))
@@ -112,6 +114,31 @@ func streamable(_ replies: [Reply]) -> [String] {
         #expect(window.read(from: 300) == .entries([entry(300, 1)]))
     }
 
+    /// The window keeps records as values and its byte bound counts what they hold: a delivery weighs 24
+    /// bytes per id slot of its lists, plus the bytes of each id too long for a small string (over 15), so a
+    /// window of a few large deliveries keeps only as many as fit.
+    @Test func aRecordWeighsTheIdsItHolds() {
+        func delivery(_ seq: UInt64, _ n: Int, pad: Int) -> Record {
+            let ids = (0..<n).map { Id("u\($0)" + String(repeating: "x", count: pad)) }
+            return .output(
+                .delivery(
+                    Delivery(
+                        seq: seq, to: Conversation(.team, "t"), messageId: "m\(seq)", receivers: ids, alerted: ids,
+                        silenced: [])))
+        }
+        let small = delivery(1, 20, pad: 0).estimatedSize
+        let short = delivery(1, 2_000, pad: 0).estimatedSize
+        let long = delivery(1, 2_000, pad: 20).estimatedSize
+        #expect(short >= 2 * 2_000 * MemoryLayout<Id>.stride)
+        #expect(short > 50 * small)
+        #expect(long >= short + 2 * 2_000 * 21)  // each id's own bytes, in both lists
+        let entry = RecordWindow.Entry(seq: 1, records: [Self.event(1), delivery(1, 2_000, pad: 0)])
+        #expect(entry.size == Self.event(1).estimatedSize + short)
+        let window = RecordWindow(capacity: 100, maxBytes: entry.size * 5 / 2, nextSeq: 1)
+        window.publish((1...4).map { RecordWindow.Entry(seq: $0, records: [Self.event($0), delivery($0, 2_000, pad: 0)]) })
+        #expect(window.oldestSeq == 3 && window.retained.events == 2)
+    }
+
     /// Random batches, sizes and bounds against a model (every entry published; the window is the longest
     /// suffix within both bounds, the newest always kept): every read answers as the model says. Found a
     /// window whose byte bound dropped entries while it was still growing and then read an empty slot.
@@ -124,14 +151,14 @@ func streamable(_ replies: [Reply]) -> [String] {
         for _ in 0..<60 {
             let batch = (0..<Int(rng.next() % 6)).map { i in
                 RecordWindow.Entry(
-                    seq: 7 + UInt64(all.count + i), lines: [UInt8](repeating: 0x61, count: Int(rng.next() % 12)))
+                    seq: 7 + UInt64(all.count + i), records: [], size: Int(rng.next() % 12))
             }
             window.publish(batch)
             all += batch
             var kept = 0
             var bytes = 0
             while kept < all.count && kept < capacity {
-                let size = all[all.count - 1 - kept].lines.count
+                let size = all[all.count - 1 - kept].size
                 if kept > 0 && bytes + size > maxBytes { break }
                 kept += 1
                 bytes += size

@@ -216,7 +216,7 @@ import Testing
         while writer.state == .opening { usleepMs(2) }
         #expect(writer.state == .ready)
         func op(_ text: String) -> ParsedLine { ParsedLine.parse(.text(number: 1, bytes: Array(text.utf8))) }
-        let create = ResultBox()
+        let create = ResultBox<[Record]>()
         writer.submit([op(#"{"op":"team.create","actor":"a","ts":1000,"team":"t","members":["b","c"]}"#)], emit: .none)
         {
             create.set($0)
@@ -237,7 +237,7 @@ import Testing
                             #"{"op":"message.send","actor":"a","ts":2000,"opId":"\#(id)","to":{"type":"team","id":"t"},"messageId":"\#(id)","content":{"type":"text","text":"\#(padding)"}}"#
                         )
                     }
-                    let box = ResultBox()
+                    let box = ResultBox<[Record]>()
                     writer.submit(lines, emit: .all) { box.set($0) }
                     let ok: Bool
                     switch box.wait() {

@@ -79,7 +79,7 @@ import Testing
         ]
         var results: [OutboxRecords] = []
         for (i, line) in lines.enumerated() {
-            let box = ResultBox()
+            let box = ResultBox<[UInt8]>()
             writer.submit(Self.op(line), source: UInt64(10 + i)) { box.set($0) }
             results.append(try OutboxRecords(decoding: try box.wait().get()))
         }
@@ -116,7 +116,7 @@ extension SourcePositionTests {
         while writer.state == .opening { usleepMs(2) }
         let create = #"{"op":"team.create","actor":"a","ts":1000,"team":"t","members":["b","c"]}"#
         for i in 0..<40 {
-            let box = ResultBox()
+            let box = ResultBox<[UInt8]>()
             let line =
                 i == 0
                 ? create
@@ -124,7 +124,7 @@ extension SourcePositionTests {
             if i % 2 == 0 {
                 writer.submit(Self.op(line), source: UInt64(1 + i)) { box.set($0) }
             } else {
-                writer.submit([Self.op(line)], emit: .all) { box.set($0) }
+                writer.submit([Self.op(line)], emit: .all) { box.set($0.map(WriterService.encode)) }
             }
             _ = try box.wait().get()
         }
@@ -138,16 +138,16 @@ extension SourcePositionTests {
 }
 
 /// One result handed between threads.
-final class ResultBox: @unchecked Sendable {
+final class ResultBox<Value: Sendable>: @unchecked Sendable {
     private let monitor = Monitor()
-    private var value: Result<[UInt8], WriterService.Failure>?
-    func set(_ v: Result<[UInt8], WriterService.Failure>) {
+    private var value: Result<Value, WriterService.Failure>?
+    func set(_ v: Result<Value, WriterService.Failure>) {
         monitor.locked {
             value = v
             monitor.broadcast()
         }
     }
-    func wait() -> Result<[UInt8], WriterService.Failure> {
+    func wait() -> Result<Value, WriterService.Failure> {
         monitor.locked {
             monitor.wait { value != nil }
             return value!

@@ -47,6 +47,8 @@ struct Settings {
     /// `?emit=` of the latency phase's ingest requests (`all`: every record in each answer, as in phase 2;
     /// `events`: what an application server posting ops needs, the deliveries going to the record stream).
     var ingestEmit = "all"
+    /// Writes each query's scheduled time (s from the start) and latency (ms) here, for finding stalls.
+    var latencyLog: String?
 }
 
 func now() -> Double { MonotonicClock.seconds() }
@@ -197,10 +199,11 @@ struct HTTPBench {
             case "--max-team": s.maxTeam = Int(args.next()!)!
             case "--out": s.outDir = args.next()!
             case "--only-queries": s.onlyQueries = true
+            case "--latency-log": s.latencyLog = args.next()!
             case "--ingest-emit": s.ingestEmit = args.next()!
             default:
                 print(
-                    "usage: teamlog-http-bench [--ops N] [--clients N] [--per-request N] [--ingest-rate OPS/S] [--query-rate Q/S] [--seconds S] [--seed S] [--max-team N] [--out DIR]"
+                    "usage: teamlog-http-bench [--ops N] [--clients N] [--per-request N] [--ingest-rate OPS/S] [--query-rate Q/S] [--seconds S] [--seed S] [--max-team N] [--out DIR] [--only-queries] [--ingest-emit all|events|none] [--latency-log FILE]"
                 )
                 exit(2)
             }
@@ -250,8 +253,8 @@ struct HTTPBench {
         let queryURLs: [String] =
             teams.prefix(500).map { live.base + "/v1/teams/\($0)" }
             + users.prefix(500).map { live.base + "/v1/users/\($0)/unread" }
-        let (latencies, failures, posted, lateQueries): ([Double], Int, Int, Int) = await withTaskGroup(
-            of: (Double?, Int).self
+        let (timed, failures, posted, lateQueries): ([(Double, Double)], Int, Int, Int) = await withTaskGroup(
+            of: ((Double, Double)?, Int).self
         ) { group in
             // Ingest: a request every `requestInterval`, each on its own task (open loop).
             group.addTask {
@@ -285,11 +288,11 @@ struct HTTPBench {
                 let url = queryURLs[q % queryURLs.count]
                 group.addTask {
                     let ok = await get(client, url)
-                    return (ok ? now() - due : nil, ok ? 0 : 1)
+                    return (ok ? (due - start, now() - due) : nil, ok ? 0 : 1)
                 }
                 q += 1
             }
-            var latencies: [Double] = []
+            var latencies: [(Double, Double)] = []
             var failures = 0
             var posted = 0
             for await (latency, n) in group {
@@ -301,7 +304,11 @@ struct HTTPBench {
         let elapsed = now() - start
         try await live.stop()
         try await client.shutdown()
-        let sorted = latencies.sorted()
+        let sorted = timed.map(\.1).sorted()
+        if let path = s.latencyLog {
+            let text = timed.sorted { $0.0 < $1.0 }.map { "\($0.0) \($0.1 * 1000)\n" }.joined()
+            writeFile(path, Array(text.utf8))
+        }
         let p50 = percentile(sorted, 0.5) * 1000
         let p99 = percentile(sorted, 0.99) * 1000
         let maxMs = (sorted.last ?? .nan) * 1000
