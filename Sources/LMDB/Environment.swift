@@ -147,7 +147,7 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// The start and end of the mapping of this process that holds `address` (from /proc/self/maps).
-    private static func mapping(containing address: UInt) -> (UInt, UInt)? {
+    static func mapping(containing address: UInt) -> (UInt, UInt)? {
         guard let file = fopen("/proc/self/maps", "r") else { return nil }
         defer { fclose(file) }
         var line: UnsafeMutablePointer<CChar>?

@@ -1,5 +1,9 @@
 internal import CLMDB
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A read transaction: a consistent snapshot of the environment.
 ///
 /// Valid only inside the closure that received it; every byte buffer it lends is valid only until the
@@ -114,6 +118,31 @@ public class Transaction {
 
 /// The write transaction. Only one exists per environment at a time (across processes too).
 public final class WriteTransaction: Transaction {
+    /// A function that drops this process's mappings of the map's pages (`madvise(MADV_DONTNEED)`), as
+    /// `Environment.releaseResidentPages` does, for use while this transaction writes: a long transaction
+    /// that reads pages all over the file through the map (a checkpoint's puts) would otherwise hold
+    /// every page it read in the process's RSS until it ends. Call it before the first put (it finds the
+    /// map through a clean page); `nil` where that is not possible. Safe while the transaction goes on:
+    /// its dirty pages are its own memory (no `MDB_WRITEMAP`), and a dropped page is faulted back from
+    /// the page cache on the next read.
+    public func residentPageReleaser() -> (() -> Void)? {
+        #if os(Linux)
+            var cursor: OpaquePointer?
+            guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return nil }  // 1: the main database
+            defer { mdb_cursor_close(cursor) }
+            var key = MDB_val()
+            var value = MDB_val()
+            guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
+                let (start, end) = Environment.mapping(containing: UInt(bitPattern: inside)),
+                let base = UnsafeMutableRawPointer(bitPattern: start)
+            else { return nil }
+            let length = Int(end - start)
+            return { _ = madvise(base, length, MADV_DONTNEED) }
+        #else
+            return nil
+        #endif
+    }
+
     /// How a put behaves for existing or out-of-order keys.
     public struct PutFlags: OptionSet, Sendable {
         public let rawValue: UInt32

@@ -158,10 +158,16 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         }
         let order = Self.writeOrder(changes)
         try env.write { txn in
-            for index in order {
+            // Its puts read leaf pages all over a file that grows with history: released as it goes, or the
+            // process's RSS at the end of a checkpoint holds every page it read (measured: peak RSS of a 1M-op
+            // ingest into a 3M-op store 1,439 MB, 633 MB of it mapped file pages, against 286 MB into an
+            // empty store).
+            let release = txn.residentPageReleaser()
+            for (n, index) in order.enumerated() {
                 let (table, key, value) = changes[index]
                 let db = dbs.table(table)
                 if let value { try txn.put(db, key: key, value: value) } else { try txn.delete(db, key: key) }
+                if n & (Self.releaseEvery - 1) == Self.releaseEvery - 1 { release?() }
             }
             try dbs.writeCheckpoint(txn, checkpoint)
         }
@@ -171,6 +177,9 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     }
 
     override func dropRecords() { changes = [] }
+
+    /// Puts between two releases of the mapped pages a checkpoint read (a power of two).
+    static let releaseEvery = 8_192
 
     /// The order to write `changes` in: each (table, key) once — its last change, the buffer holding a
     /// record once per batch that changed it — in key order, table by table, so each B-tree is walked once

@@ -255,9 +255,13 @@ extension Store {
                     continue
                 }
                 workingSet.stats.lookups += 1
+                touchesSinceRelease += 1
                 if try loadUnit(key, txn, into: &world) { workingSet.stats.loads += 1 }
             }
         }
+        // A cold working set loads units all over the projection file (a new process's first batch read
+        // ~500 MB of a 3M-op store's pages before its first commit): released as it goes.
+        if touchesSinceRelease >= Self.writerReleaseInterval { releaseResidentPages() }
     }
 
     /// Loads one unit (or one reader of a resident tally); `false` when the store has none.
@@ -265,6 +269,7 @@ extension Store {
         switch key {
         case .team(let id):
             guard let team = try loadTeam(id, txn) else { return false }
+            touchesSinceRelease += team.memberCount / 32  // its roster's pages (~32 members a page)
             world.adoptTeam(team)
         case .conv(let conv):
             let bytes = conv.bytes

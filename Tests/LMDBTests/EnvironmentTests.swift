@@ -254,4 +254,66 @@ import Testing
         let afterwards = try env.read { txn in try readAll(txn) }
         #expect(afterwards == 0, "a new transaction reads the same values")
     }
+
+    /// A write transaction's `residentPageReleaser` drops the pages it read through the map while it goes
+    /// on (a checkpoint reads leaf pages all over the file): the mapping's resident size falls, and the
+    /// transaction's own writes and every old value read back unchanged, before and after its commit.
+    @Test func aWriteTransactionReleasesThePagesItRead() throws {
+        var options = Environment.Options()
+        options.mapSize = 64 << 20
+        let env = try Environment(path: directory.child("release-write"), options: options)
+        let db = try env.openHandle("t")
+        let count = 20_000
+        func value(_ i: Int, _ round: Int) -> [UInt8] {
+            (0..<200).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0 &+ round) }
+        }
+        try env.write { txn in
+            for i in 0..<count {
+                try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i, 0), flags: .append)
+            }
+        }
+        env.releaseResidentPages()
+        try env.write { txn in
+            let release = try #require(txn.residentPageReleaser())
+            // Read every value (clean pages, through the map), and rewrite every tenth.
+            var mismatches = 0
+            var i = 0
+            try txn.forEach(db) { _, bytes in
+                if !bytes.elementsEqual(value(i, 0)) { mismatches += 1 }
+                i += 1
+                return true
+            }
+            #expect(mismatches == 0 && i == count)
+            // An address in the map (its page is still clean here), to find the mapping by.
+            let pointer = try BigEndianUInt64.encoded(UInt64(count / 2)).withUnsafeBytes { key in
+                try txn.withValue(db, key: key) { UnsafeRawPointer($0!.baseAddress!) }
+            }
+            for i in stride(from: 0, to: count, by: 10) {
+                try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i, 1))
+            }
+            let before = try #require(Self.residentKB(ofMappingHolding: pointer))
+            #expect(before > 2_000, "the scan made the file's pages resident: \(before) kB")
+            release()
+            let after = try #require(Self.residentKB(ofMappingHolding: pointer))
+            #expect(after < before / 4, "released: \(before) kB → \(after) kB")
+            i = 0
+            try txn.forEach(db) { _, bytes in
+                if !bytes.elementsEqual(value(i, i % 10 == 0 ? 1 : 0)) { mismatches += 1 }
+                i += 1
+                return true
+            }
+            #expect(mismatches == 0 && i == count, "the transaction reads its writes and the old values")
+        }
+        let afterwards = try env.read { txn in
+            var mismatches = 0
+            var i = 0
+            try txn.forEach(db) { _, bytes in
+                if !bytes.elementsEqual(value(i, i % 10 == 0 ? 1 : 0)) { mismatches += 1 }
+                i += 1
+                return true
+            }
+            return mismatches + (count - i)
+        }
+        #expect(afterwards == 0, "committed as written")
+    }
 }
