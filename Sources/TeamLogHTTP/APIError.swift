@@ -32,6 +32,6 @@ public struct APIError: Error, HTTPResponseError, Sendable {
         var headers = self.headers
         headers[.contentType] = "application/json"
         return Response(
-            status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(string: json.jsonString + "\n")))
+            status: status, headers: headers, body: .init(byteBuffer: TeamLogServer.jsonLine(json)))
     }
 }
