@@ -3,8 +3,9 @@ import TeamLogThreads
 
 /// Around every request: errors become JSON error objects (`APIError`, Hummingbird's own 404 and 413
 /// included), and each request's duration is recorded by route, method and status: up to the last byte of
-/// a streamed body (the log export, the record stream: recorded when the body ends, or when the client
-/// goes away), up to the response for the others (their body is one buffer, written at once).
+/// a streamed body (the log export, the record stream: recorded when the body ends, when the client goes
+/// away, or when the response is dropped unwritten), up to the response for the others (their body is one
+/// buffer, written at once).
 struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: ServerMetrics
 
@@ -46,12 +47,15 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         var streamed = response
         let body = response.body
+        // Recorded when the body ends, or — a body never written, its client gone before the head was
+        // sent — when the response is let go.
+        let once = RecordOnce(record)
         streamed.body = ResponseBody { writer in
             do {
                 try await body.write(writer)
-                record()
+                once.fire()
             } catch {
-                record()
+                once.fire()
                 throw error
             }
         }
@@ -64,4 +68,22 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
             part.hasPrefix(":") ? "{\(part.dropFirst())}" : String(part)
         }.joined(separator: "/")
     }
+}
+
+/// Runs an action once: at the first `fire()`, or when released without one.
+final class RecordOnce: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var action: (@Sendable () -> Void)?
+
+    init(_ action: @escaping @Sendable () -> Void) { self.action = action }
+
+    func fire() {
+        let pending: (@Sendable () -> Void)? = monitor.locked {
+            defer { action = nil }
+            return action
+        }
+        pending?()
+    }
+
+    deinit { action?() }
 }
