@@ -133,17 +133,25 @@ public final class Environment: @unchecked Sendable {
             var txn: OpaquePointer?
             guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return }
             defer { mdb_txn_abort(txn) }
-            var cursor: OpaquePointer?
-            guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return }  // 1: the main database
-            defer { mdb_cursor_close(cursor) }
-            var key = MDB_val()
-            var value = MDB_val()
-            guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
-                let (start, end) = Self.mapping(containing: UInt(bitPattern: inside)),
-                let base = UnsafeMutableRawPointer(bitPattern: start)
-            else { return }
-            _ = madvise(base, Int(end - start), MADV_DONTNEED)
+            guard let (base, length) = Self.map(seenBy: txn) else { return }
+            _ = madvise(base, length, MADV_DONTNEED)
         #endif
+    }
+
+    /// The address and length of the memory map `txn` reads, found through a clean page of it: the main
+    /// database's first key (a page the transaction has not written), and the mapping of this process
+    /// that holds it.
+    static func map(seenBy txn: OpaquePointer) -> (UnsafeMutableRawPointer, Int)? {
+        var cursor: OpaquePointer?
+        guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return nil }  // 1: the main database
+        defer { mdb_cursor_close(cursor) }
+        var key = MDB_val()
+        var value = MDB_val()
+        guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
+            let (start, end) = mapping(containing: UInt(bitPattern: inside)),
+            let base = UnsafeMutableRawPointer(bitPattern: start)
+        else { return nil }
+        return (base, Int(end - start))
     }
 
     /// The start and end of the mapping of this process that holds `address` (from /proc/self/maps).

@@ -127,16 +127,7 @@ public final class WriteTransaction: Transaction {
     /// the page cache on the next read.
     public func residentPageReleaser() -> (() -> Void)? {
         #if os(Linux)
-            var cursor: OpaquePointer?
-            guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return nil }  // 1: the main database
-            defer { mdb_cursor_close(cursor) }
-            var key = MDB_val()
-            var value = MDB_val()
-            guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
-                let (start, end) = Environment.mapping(containing: UInt(bitPattern: inside)),
-                let base = UnsafeMutableRawPointer(bitPattern: start)
-            else { return nil }
-            let length = Int(end - start)
+            guard let (base, length) = Environment.map(seenBy: txn) else { return nil }
             return { _ = madvise(base, length, MADV_DONTNEED) }
         #else
             return nil

@@ -267,23 +267,27 @@ import Testing
         func value(_ i: Int, _ round: Int) -> [UInt8] {
             (0..<200).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0 &+ round) }
         }
+        /// Values that differ from round `round(i)`'s, plus keys missing.
+        func mismatches(_ txn: Transaction, round: (Int) -> Int) throws -> Int {
+            var wrong = 0
+            var i = 0
+            try txn.forEach(db) { _, bytes in
+                if !bytes.elementsEqual(value(i, round(i))) { wrong += 1 }
+                i += 1
+                return true
+            }
+            return wrong + (count - i)
+        }
         try env.write { txn in
             for i in 0..<count {
                 try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i, 0), flags: .append)
             }
         }
         env.releaseResidentPages()
+        let rewritten = { (i: Int) in i % 10 == 0 ? 1 : 0 }
         try env.write { txn in
             let release = try #require(txn.residentPageReleaser())
-            // Read every value (clean pages, through the map), and rewrite every tenth.
-            var mismatches = 0
-            var i = 0
-            try txn.forEach(db) { _, bytes in
-                if !bytes.elementsEqual(value(i, 0)) { mismatches += 1 }
-                i += 1
-                return true
-            }
-            #expect(mismatches == 0 && i == count)
+            #expect(try mismatches(txn, round: { _ in 0 }) == 0)  // every page read, through the map
             // An address in the map (its page is still clean here), to find the mapping by.
             let pointer = try BigEndianUInt64.encoded(UInt64(count / 2)).withUnsafeBytes { key in
                 try txn.withValue(db, key: key) { UnsafeRawPointer($0!.baseAddress!) }
@@ -296,24 +300,8 @@ import Testing
             release()
             let after = try #require(Self.residentKB(ofMappingHolding: pointer))
             #expect(after < before / 4, "released: \(before) kB → \(after) kB")
-            i = 0
-            try txn.forEach(db) { _, bytes in
-                if !bytes.elementsEqual(value(i, i % 10 == 0 ? 1 : 0)) { mismatches += 1 }
-                i += 1
-                return true
-            }
-            #expect(mismatches == 0 && i == count, "the transaction reads its writes and the old values")
+            #expect(try mismatches(txn, round: rewritten) == 0, "the transaction reads its writes and the old values")
         }
-        let afterwards = try env.read { txn in
-            var mismatches = 0
-            var i = 0
-            try txn.forEach(db) { _, bytes in
-                if !bytes.elementsEqual(value(i, i % 10 == 0 ? 1 : 0)) { mismatches += 1 }
-                i += 1
-                return true
-            }
-            return mismatches + (count - i)
-        }
-        #expect(afterwards == 0, "committed as written")
+        #expect(try env.read { try mismatches($0, round: rewritten) } == 0, "committed as written")
     }
 }
