@@ -138,36 +138,59 @@ public final class Environment: @unchecked Sendable {
         #endif
     }
 
-    /// The address and length of the memory map `txn` reads, found through a clean page of it: the main
-    /// database's first key (a page the transaction has not written), and the mapping of this process
-    /// that holds it.
-    static func map(seenBy txn: OpaquePointer) -> (UnsafeMutableRawPointer, Int)? {
-        var cursor: OpaquePointer?
-        guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return nil }  // 1: the main database
-        defer { mdb_cursor_close(cursor) }
-        var key = MDB_val()
-        var value = MDB_val()
-        guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
-            let (start, end) = mapping(containing: UInt(bitPattern: inside)),
-            let base = UnsafeMutableRawPointer(bitPattern: start)
-        else { return nil }
-        return (base, Int(end - start))
-    }
+    #if canImport(Glibc)
+        /// The address and length of the memory map `txn` reads, found through a clean page of it: the main
+        /// database's first key, and the mapping of this process that holds it — checked to be a shared
+        /// mapping of the environment's data file (same inode), so a key on a page the transaction has
+        /// written (its own heap copy) gives `nil`, never a range of other memory to drop.
+        static func map(seenBy txn: OpaquePointer) -> (UnsafeMutableRawPointer, Int)? {
+            var fd: Int32 = -1
+            var info = Glibc.stat()
+            guard let env = mdb_txn_env(txn), mdb_env_get_fd(env, &fd) == 0, fd >= 0, fstat(fd, &info) == 0 else {
+                return nil
+            }
+            var cursor: OpaquePointer?
+            guard mdb_cursor_open(txn, 1, &cursor) == 0, let cursor else { return nil }  // 1: the main database
+            defer { mdb_cursor_close(cursor) }
+            var key = MDB_val()
+            var value = MDB_val()
+            guard mdb_cursor_get(cursor, &key, &value, MDB_FIRST) == 0, let inside = key.mv_data,
+                let found = mapping(containing: UInt(bitPattern: inside)), found.shared,
+                found.inode == UInt64(info.st_ino),
+                let base = UnsafeMutableRawPointer(bitPattern: found.start)
+            else { return nil }
+            return (base, Int(found.end - found.start))
+        }
+    #endif
 
-    /// The start and end of the mapping of this process that holds `address` (from /proc/self/maps).
-    static func mapping(containing address: UInt) -> (UInt, UInt)? {
+    /// The mapping of this process that holds `address` (from /proc/self/maps): its range, whether it is
+    /// shared, and the inode of the file it maps (0 for anonymous memory).
+    static func mapping(containing address: UInt) -> (start: UInt, end: UInt, shared: Bool, inode: UInt64)? {
         guard let file = fopen("/proc/self/maps", "r") else { return nil }
         defer { fclose(file) }
         var line: UnsafeMutablePointer<CChar>?
         var capacity = 0
         defer { free(line) }
         while getline(&line, &capacity, file) > 0, let line {
-            // "start-end perms offset dev inode path", addresses in hex.
+            // "start-end perms offset dev inode path", addresses in hex, the inode in decimal.
             var end: UnsafeMutablePointer<CChar>?
             let start = UInt(strtoull(line, &end, 16))
             guard let dash = end, dash.pointee == CChar(UInt8(ascii: "-")) else { continue }
-            let stop = UInt(strtoull(dash + 1, nil, 16))
-            if start <= address && address < stop { return (start, stop) }
+            var afterStop: UnsafeMutablePointer<CChar>?
+            let stop = UInt(strtoull(dash + 1, &afterStop, 16))
+            guard start <= address && address < stop, var field = afterStop else { continue }
+            // perms (4 characters after a space: "r--s"), then offset, dev, inode.
+            field += 1
+            let shared = field[3] == CChar(UInt8(ascii: "s"))
+            var inode: UInt64 = 0
+            var column = 0
+            var cursor = field
+            while cursor.pointee != 0 && column < 3 {
+                if cursor.pointee == CChar(UInt8(ascii: " ")) { column += 1 }
+                cursor += 1
+            }
+            if column == 3 { inode = UInt64(strtoull(cursor, nil, 10)) }
+            return (start, stop, shared, inode)
         }
         return nil
     }

@@ -124,11 +124,15 @@ public final class WriteTransaction: Transaction {
     /// every page it read in the process's RSS until it ends. Call it before the first put (it finds the
     /// map through a clean page); `nil` where that is not possible. Safe while the transaction goes on:
     /// its dirty pages are its own memory (no `MDB_WRITEMAP`), and a dropped page is faulted back from
-    /// the page cache on the next read.
+    /// the page cache on the next read. Once the transaction has ended it does nothing (the map may
+    /// have moved since).
     public func residentPageReleaser() -> (() -> Void)? {
         #if os(Linux)
-            guard let (base, length) = Environment.map(seenBy: txn) else { return nil }
-            return { _ = madvise(base, length, MADV_DONTNEED) }
+            guard !finished, let (base, length) = Environment.map(seenBy: txn) else { return nil }
+            return { [weak self] in
+                guard let self, !self.finished else { return }
+                _ = madvise(base, length, MADV_DONTNEED)
+            }
         #else
             return nil
         #endif

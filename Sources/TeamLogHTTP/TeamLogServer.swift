@@ -308,17 +308,19 @@ public final class TeamLogServer: Service, Sendable {
             })
     }
 
-    /// One SSE event: `id: SEQ`, a `data:` line per record (encoded here, by the subscriber's task). An
-    /// event without records is skipped.
+    /// One SSE event: `id: SEQ`, a `data:` line per record (encoded by the first subscriber to read the
+    /// entry, on its task; the others reuse the bytes). An event without records is skipped.
     static func appendEvent(_ entry: RecordWindow.Entry, to out: inout JSONWriter) {
         guard !entry.records.isEmpty else { return }
         out.writeRaw("id: ")
         out.writeInt(Int64(entry.seq))
         out.bytes.append(0x0A)
-        for record in entry.records {
+        let lines = entry.jsonLines()
+        var start = 0
+        for (i, byte) in lines.enumerated() where byte == 0x0A {
             out.writeRaw("data: ")
-            record.write(into: &out)
-            out.bytes.append(0x0A)
+            out.bytes += lines[start...i]
+            start = i + 1
         }
         out.bytes.append(0x0A)
     }

@@ -26,7 +26,12 @@ import TeamLogThreads
 /// the truth — as Kafka Streams commits offsets with its state: at start the worker deletes the durable
 /// consumer and creates it again starting at position + 1 (a dead instance's pending pulls and unacked
 /// messages go with it), and if a redelivery of a message past the position ever arrives while running,
-/// it lets everything in flight commit and seeks the same way again.
+/// it lets everything in flight commit and seeks the same way again. A delivery can also be lost
+/// outright: a fetch's answer that died with a NATS server, or messages the server sent to a fetch that
+/// had already given up. The consumer counts them delivered, so the next message to arrive would be one
+/// past them — applied before them, and they, redelivered later below the position, acked unapplied. So
+/// the worker checks the consumer's delivery sequence, which counts every delivery of this consumer one
+/// by one: a jump means deliveries were lost, and it seeks again from the position (`decide`).
 ///
 /// Threads: one fetches and submits (the writer's thread decides and commits, group-committing
 /// everything fetched meanwhile); one publishes and acks in commit order. At most `maxInFlight` inputs
@@ -173,8 +178,39 @@ public final class PartitionWorker: @unchecked Sendable {
 
     // MARK: - Consuming
 
+    /// What the fetch loop does with a message.
+    enum FetchAction: Equatable {
+        /// At or below the committed position: done before, ack it.
+        case ackDone
+        /// At or below the last submitted position: in flight, acked after its commit.
+        case inFlight
+        /// Let what is in flight commit and seek again from the committed position.
+        case reseek
+        /// The next input: submit it.
+        case submit
+    }
+
+    /// The fetch loop's decision for a message at stream sequence `position`, delivered `deliveredCount`
+    /// times, the consumer's `delivery`-th delivery (`nil` when unknown) after `lastDelivery` (0: none
+    /// since the consumer was made). A redelivery past the submitted position may be out of order, and a
+    /// delivery more than one past the last means deliveries were lost: either way, seek again.
+    static func decide(
+        position: UInt64, deliveredCount: UInt64, delivery: UInt64?, lastDelivery: UInt64, committed: UInt64,
+        submitted: UInt64
+    ) -> FetchAction {
+        // First: a lost delivery can only be made good by delivering again, whatever this message is
+        // (one done before would otherwise carry the count past the gap, unnoticed).
+        if let delivery, delivery > lastDelivery + 1 { return .reseek }
+        if position <= committed { return .ackDone }
+        if position <= submitted { return .inFlight }
+        if deliveredCount > 1 { return .reseek }
+        return .submit
+    }
+
     private func fetchLoop() {
         var submitted = writer.sourcePosition
+        /// The consumer's delivery sequence of the last message fetched (0: none since it was made).
+        var lastDelivery: UInt64 = 0
         var failures = 0
         while true {
             let stop: Bool = monitor.locked {
@@ -202,26 +238,35 @@ public final class PartitionWorker: @unchecked Sendable {
             let committed = writer.sourcePosition
             for message in messages {
                 guard let position = message.streamSequence else { continue }
-                if position <= committed {
+                let action = Self.decide(
+                    position: position, deliveredCount: message.deliveredCount ?? 1,
+                    delivery: message.consumerSequence, lastDelivery: lastDelivery, committed: committed,
+                    submitted: submitted)
+                if let delivery = message.consumerSequence { lastDelivery = max(lastDelivery, delivery) }
+                switch action {
+                case .ackDone:
                     try? subscription.ack(message)  // done before; only its ack was lost
                     monitor.locked { _stats.skipped += 1 }
                     continue
-                }
-                if position <= submitted { continue }  // redelivered while in flight: acked after its commit
-                if (message.deliveredCount ?? 1) > 1 {
-                    // A redelivery past the position: messages may have come out of order. Let what is in
-                    // flight finish, then deliver again, in order, from the committed position.
+                case .inFlight:
+                    continue  // redelivered while in flight: acked after its commit
+                case .reseek:
+                    // Out of order, or deliveries lost: let what is in flight finish, then deliver again, in
+                    // order, from the committed position (a new consumer: its deliveries count from 1).
                     drain()
                     do {
                         let fresh = try seek(after: writer.sourcePosition)
                         monitor.locked { self.subscription = fresh }
                         submitted = writer.sourcePosition
+                        lastDelivery = 0
                         monitor.locked { _stats.reseeks += 1 }
                     } catch {
                         waitBeforeRetry(3)
                     }
+                case .submit:
                     break
                 }
+                if action == .reseek { break }
                 submitted = position
                 monitor.locked {
                     inFlight += 1

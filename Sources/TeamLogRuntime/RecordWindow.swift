@@ -9,18 +9,46 @@ import TeamLogThreads
 public final class RecordWindow: @unchecked Sendable {
     /// The records of one event: its `event` record, if it was an op's, and its outputs. A system event
     /// (`membersSync`) has outputs only; it may have none. Kept as values, not JSON: the writer's thread
-    /// never encodes them — each subscriber encodes what it reads, on its own task.
+    /// never encodes them — the first subscriber to read an entry encodes it (`jsonLines`), and the
+    /// others reuse those bytes.
     public struct Entry: Sendable, Equatable {
         public var seq: UInt64
         public var records: [Record]
         /// Bytes of memory the records hold (an estimate, `Record.estimatedSize`): what the window's byte
         /// bound counts.
         public var size: Int
+        private let encoded = EncodedOnce()
 
         public init(seq: UInt64, records: [Record], size: Int? = nil) {
             self.seq = seq
             self.records = records
             self.size = size ?? records.reduce(0) { $0 + $1.estimatedSize }
+        }
+
+        /// The records as JSON Lines (each ending in a newline), encoded once for every subscriber.
+        public func jsonLines() -> [UInt8] {
+            encoded.value { WriterService.encode(records) }
+        }
+
+        public static func == (a: Entry, b: Entry) -> Bool {
+            a.seq == b.seq && a.records == b.records && a.size == b.size
+        }
+    }
+
+    /// Bytes made once, by whoever asks first (two readers at the same moment may both make them; the
+    /// first stored is kept).
+    final class EncodedOnce: @unchecked Sendable {
+        private let monitor = Monitor()
+        private var bytes: [UInt8]?
+
+        func value(_ make: () -> [UInt8]) -> [UInt8] {
+            if let bytes = monitor.locked({ bytes }) { return bytes }
+            let made = make()
+            return monitor.locked {
+                if let bytes { return bytes }
+                bytes = made
+                return made
+            }
         }
     }
 
@@ -152,7 +180,8 @@ public final class RecordWindow: @unchecked Sendable {
 extension Record {
     /// About how many bytes of memory the record holds: its enum payload, and per id in its lists an
     /// array slot plus the id's bytes when they do not fit in a small string. Deliveries to large teams
-    /// dominate: a 2,000-member delivery holds ~48 KB (receivers and alerted), its JSON ~25 KB.
+    /// dominate: a 2,000-member delivery with everyone alerted counts ~96 KB (48 KB a list; less is held
+    /// when `alerted` shares `receivers`' storage), its JSON 40–50 KB.
     public var estimatedSize: Int {
         @inline(__always) func ids(_ list: [Id]) -> Int {
             var n = 32 + list.count * MemoryLayout<Id>.stride

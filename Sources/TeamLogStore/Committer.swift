@@ -178,8 +178,13 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 
     override func dropRecords() { changes = [] }
 
-    /// Puts between two releases of the mapped pages a checkpoint read (a power of two).
-    static let releaseEvery = 8_192
+    /// Puts between two releases of the mapped pages a checkpoint read (a power of two; small in debug
+    /// builds, so the tests' checkpoints run through releases).
+    #if DEBUG
+        static let releaseEvery = 16
+    #else
+        static let releaseEvery = 8_192
+    #endif
 
     /// The order to write `changes` in: each (table, key) once — its last change, the buffer holding a
     /// record once per batch that changed it — in key order, table by table, so each B-tree is walked once

@@ -466,7 +466,11 @@ public final class Store {
 
     /// Pages read (as `touchesSinceRelease` counts them) between two releases of the resident pages by
     /// the writer's thread.
-    static let writerReleaseInterval = 4_096
+    #if DEBUG
+        static let writerReleaseInterval = 64  // small in debug builds, so the tests run through releases
+    #else
+        static let writerReleaseInterval = 4_096
+    #endif
 
     deinit {
         committer?.stop()  // after the batch in flight, if any

@@ -46,7 +46,7 @@ public func startThread(name: String? = nil, _ body: @escaping () -> Void) -> Jo
 public func nameThisThread(_ name: String) {
     #if os(Linux)
         // pthread_setname_np is not imported (it needs _GNU_SOURCE); the kernel's file for it is.
-        let fd = open("/proc/thread-self/comm", O_WRONLY)
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { return }
         let bytes = Array(name.utf8.prefix(15))
         _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

@@ -304,4 +304,17 @@ import Testing
         }
         #expect(try env.read { try mismatches($0, round: rewritten) } == 0, "committed as written")
     }
+
+    /// The releaser finds the map through the main database's first key; once the transaction has written
+    /// that page (here: by creating a database) the key is in the transaction's own heap copy, and the
+    /// releaser refuses rather than drop a range of other memory.
+    @Test func aReleaserIsRefusedOnceTheMainDatabaseIsWritten() throws {
+        let env = try Environment(path: directory.child("release-dirty"))
+        _ = try env.openHandle("t")
+        try env.write { txn in
+            #expect(txn.residentPageReleaser() != nil, "a clean page: the map is found")
+            _ = try txn.openHandle("u", create: true)
+            #expect(txn.residentPageReleaser() == nil, "the first key's page is the transaction's copy now")
+        }
+    }
 }
