@@ -9,6 +9,16 @@ import Testing
 @Suite struct FetchDecisionTests {
     typealias Action = PartitionWorker.FetchAction
 
+    /// `decide` for one message: stream sequence, delivered count, delivery sequence (`nil`: unknown), the
+    /// last delivery sequence, and the committed and submitted positions.
+    func decide(
+        _ position: UInt64, _ count: UInt64, _ delivery: UInt64?, last: UInt64, committed: UInt64, submitted: UInt64
+    ) -> Action {
+        PartitionWorker.decide(
+            position: position, deliveredCount: count, delivery: delivery, lastDelivery: last, committed: committed,
+            submitted: submitted)
+    }
+
     /// Replays a sequence of deliveries (stream sequence, delivered count, consumer delivery sequence)
     /// through the loop's bookkeeping, committing every submission at once; returns the positions applied,
     /// in order, and the reseeks. A reseek starts a new consumer at the committed position: the deliveries
@@ -53,38 +63,20 @@ import Testing
         #expect(lost.reseeks == 1)
         // Without the delivery count (what the loop did before): 15 goes first, 13 and 14 are acked unapplied
         // when they come back.
-        #expect(
-            PartitionWorker.decide(
-                position: 15, deliveredCount: 1, delivery: nil, lastDelivery: 2, committed: 12, submitted: 12)
-                == .submit)
-        #expect(
-            PartitionWorker.decide(
-                position: 13, deliveredCount: 2, delivery: nil, lastDelivery: 2, committed: 15, submitted: 15)
-                == .ackDone)
+        #expect(decide(15, 1, nil, last: 2, committed: 12, submitted: 12) == .submit)
+        #expect(decide(13, 2, nil, last: 2, committed: 15, submitted: 15) == .ackDone)
     }
 
     /// A gap is acted on even when the message that reveals it was done before: otherwise its count
     /// would carry the loop past the gap.
     @Test func aGapSeenOnAMessageDoneBeforeStillSeeksAgain() {
-        #expect(
-            PartitionWorker.decide(
-                position: 5, deliveredCount: 2, delivery: 9, lastDelivery: 4, committed: 12, submitted: 12)
-                == .reseek)
-        #expect(
-            PartitionWorker.decide(
-                position: 5, deliveredCount: 2, delivery: 5, lastDelivery: 4, committed: 12, submitted: 12)
-                == .ackDone)
+        #expect(decide(5, 2, 9, last: 4, committed: 12, submitted: 12) == .reseek)
+        #expect(decide(5, 2, 5, last: 4, committed: 12, submitted: 12) == .ackDone)
     }
 
     /// A redelivery past the submitted position may be out of order: seek again (as before).
     @Test func aRedeliveryPastThePositionSeeksAgain() {
-        #expect(
-            PartitionWorker.decide(
-                position: 20, deliveredCount: 2, delivery: 3, lastDelivery: 2, committed: 12, submitted: 15)
-                == .reseek)
-        #expect(
-            PartitionWorker.decide(
-                position: 14, deliveredCount: 2, delivery: 3, lastDelivery: 2, committed: 12, submitted: 15)
-                == .inFlight)
+        #expect(decide(20, 2, 3, last: 2, committed: 12, submitted: 15) == .reseek)
+        #expect(decide(14, 2, 3, last: 2, committed: 12, submitted: 15) == .inFlight)
     }
 }
