@@ -106,6 +106,37 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 
+    /// What each `?emit=` answers is the CLI's records filtered as `ingest --emit` filters them, for a body
+    /// with every kind of line — accepted ops with tips and deliveries, a malformed line, a rejected op, an
+    /// opId sent again (`duplicate`), a rejected opId sent again — and the same when the body is over the
+    /// batch size (committed in several transactions before it is answered). The writer collects these as
+    /// values through `Processor.observer`; a record missing, extra or out of order fails here.
+    @Test(arguments: [10_000, 4]) func everyEmitAnswersTheCLIRecords(batchSize: Int) async throws {
+        let send1 = #"{"op":"message.send","actor":"bob","ts":9000,"opId":"x1","to":{"type":"team","id":"ops"},"messageId":"mx1","content":{"type":"text","text":"hi"}}"#
+        let kick = #"{"op":"team.kick","actor":"carol","ts":9001,"opId":"x2","team":"ops","targets":["dave"]}"#
+        let lines = exampleLines + [send1, "{not json", kick, send1, kick]
+        let (cliText, _) = try cliRun(lines)
+        let cli = cliText.split(separator: "\n").map(String.init)
+        func kind(_ line: String) -> String? { try? JSONParser.parse(line)["kind"]?.stringValue }
+        #expect(Set(cli.compactMap(kind)).isSuperset(of: ["event", "tip", "delivery", "rejected", "duplicate"]))
+        for emit in ["all", "events", "none"] {
+            var options = WriterService.Options()
+            options.store.noSync = true
+            options.batchSize = batchSize
+            let server = try await LiveServer(options: options)
+            let reply = try await send("POST", server.base + "/v1/ops?emit=\(emit)", body: body(lines))
+            #expect(reply.status == 200)
+            let expected: [String] =
+                switch emit {
+                case "all": cli
+                case "events": cli.filter { ["event", "rejected", "duplicate"].contains(kind($0)) }
+                default: []
+                }
+            #expect(reply.body.split(separator: "\n").map(String.init) == expected, "emit=\(emit)")
+            try await server.stop()
+        }
+    }
+
     @Test func aQueryAfterAResponseSeesItsWrites() async throws {
         let server = try await LiveServer()
         _ = try await send("POST", server.base + "/v1/ops", body: op("team.create", "o", ["team": "rw", "name": "RW"]))
