@@ -31,7 +31,7 @@ import TeamLogThreads
 /// had already given up. The consumer counts them delivered, so the next message to arrive would be one
 /// past them — applied before them, and they, redelivered later below the position, acked unapplied. So
 /// the worker checks the consumer's delivery sequence, which counts every delivery of this consumer one
-/// by one: a jump means deliveries were lost, and it seeks again from the position (`decide`).
+/// by one: a jump means deliveries were lost, and it seeks again from the position (`FetchCursor`).
 ///
 /// Threads: one fetches and submits (the writer's thread decides and commits, group-committing
 /// everything fetched meanwhile); one publishes and acks in commit order. At most `maxInFlight` inputs
@@ -190,27 +190,48 @@ public final class PartitionWorker: @unchecked Sendable {
         case submit
     }
 
-    /// The fetch loop's decision for a message at stream sequence `position`, delivered `deliveredCount`
-    /// times, the consumer's `delivery`-th delivery (`nil` when unknown) after `lastDelivery` (0: none
-    /// since the consumer was made). A redelivery past the submitted position may be out of order, and a
-    /// delivery more than one past the last means deliveries were lost: either way, seek again.
-    static func decide(
-        position: UInt64, deliveredCount: UInt64, delivery: UInt64?, lastDelivery: UInt64, committed: UInt64,
-        submitted: UInt64
-    ) -> FetchAction {
-        // First: a lost delivery can only be made good by delivering again, whatever this message is
-        // (one done before would otherwise carry the count past the gap, unnoticed).
-        if let delivery, delivery > lastDelivery + 1 { return .reseek }
-        if position <= committed { return .ackDone }
-        if position <= submitted { return .inFlight }
-        if deliveredCount > 1 { return .reseek }
-        return .submit
+    /// The fetch loop's bookkeeping: the last position submitted and the consumer's delivery sequence of
+    /// the last message taken (0: none since the consumer was made).
+    struct FetchCursor {
+        var submitted: UInt64
+        var lastDelivery: UInt64 = 0
+
+        /// What to do with a message at stream sequence `position`, delivered `deliveredCount` times, the
+        /// consumer's `delivery`-th delivery (`nil` when unknown). A redelivery past the submitted position
+        /// may be out of order, and a delivery more than one past the last means deliveries were lost:
+        /// either way, seek again. Only a message not sent back to a seek counts as taken, so a seek that
+        /// fails leaves the gap in view and the next message asks again.
+        mutating func take(position: UInt64, deliveredCount: UInt64, delivery: UInt64?, committed: UInt64)
+            -> FetchAction
+        {
+            let action: FetchAction
+            // First: a lost delivery can only be made good by delivering again, whatever this message is
+            // (one done before would otherwise carry the count past the gap, unnoticed).
+            if let delivery, delivery > lastDelivery + 1 {
+                action = .reseek
+            } else if position <= committed {
+                action = .ackDone
+            } else if position <= submitted {
+                action = .inFlight
+            } else if deliveredCount > 1 {
+                action = .reseek
+            } else {
+                action = .submit
+                submitted = position
+            }
+            if action != .reseek, let delivery { lastDelivery = max(lastDelivery, delivery) }
+            return action
+        }
+
+        /// A new consumer now delivers from `position` + 1, its deliveries counted from 1.
+        mutating func sought(after position: UInt64) {
+            submitted = position
+            lastDelivery = 0
+        }
     }
 
     private func fetchLoop() {
-        var submitted = writer.sourcePosition
-        /// The consumer's delivery sequence of the last message fetched (0: none since it was made).
-        var lastDelivery: UInt64 = 0
+        var cursor = FetchCursor(submitted: writer.sourcePosition)
         var failures = 0
         while true {
             let stop: Bool = monitor.locked {
@@ -236,52 +257,47 @@ public final class PartitionWorker: @unchecked Sendable {
                 continue
             }
             let committed = writer.sourcePosition
-            for message in messages {
+            messages: for message in messages {
                 guard let position = message.streamSequence else { continue }
-                let action = Self.decide(
+                let action = cursor.take(
                     position: position, deliveredCount: message.deliveredCount ?? 1,
-                    delivery: message.consumerSequence, lastDelivery: lastDelivery, committed: committed,
-                    submitted: submitted)
-                if let delivery = message.consumerSequence { lastDelivery = max(lastDelivery, delivery) }
+                    delivery: message.consumerSequence, committed: committed)
                 switch action {
                 case .ackDone:
                     try? subscription.ack(message)  // done before; only its ack was lost
                     monitor.locked { _stats.skipped += 1 }
-                    continue
                 case .inFlight:
-                    continue  // redelivered while in flight: acked after its commit
+                    break  // redelivered while in flight: acked after its commit
                 case .reseek:
                     // Out of order, or deliveries lost: let what is in flight finish, then deliver again, in
-                    // order, from the committed position (a new consumer: its deliveries count from 1).
+                    // order, from the committed position (a new consumer: its deliveries count from 1). If the
+                    // seek fails, the cursor still stands before the gap, so the next message asks again.
                     drain()
                     do {
                         let fresh = try seek(after: writer.sourcePosition)
                         monitor.locked { self.subscription = fresh }
-                        submitted = writer.sourcePosition
-                        lastDelivery = 0
+                        cursor.sought(after: writer.sourcePosition)
                         monitor.locked { _stats.reseeks += 1 }
                     } catch {
                         waitBeforeRetry(3)
                     }
+                    break messages
                 case .submit:
-                    break
-                }
-                if action == .reseek { break }
-                submitted = position
-                monitor.locked {
-                    inFlight += 1
-                    _stats.consumed += 1
-                }
-                writer.submit(Self.parse(message), source: position) { [self] result in
                     monitor.locked {
-                        switch result {
-                        case .success(let bytes):
-                            completed.append(
-                                Done(position: position, message: message, records: OutboxRecords(), encoded: bytes))
-                        case .failure(let failure):
-                            _failure = "the store failed: \(failure)"
+                        inFlight += 1
+                        _stats.consumed += 1
+                    }
+                    writer.submit(Self.parse(message), source: position) { [self] result in
+                        monitor.locked {
+                            switch result {
+                            case .success(let bytes):
+                                completed.append(
+                                    Done(position: position, message: message, records: OutboxRecords(), encoded: bytes))
+                            case .failure(let failure):
+                                _failure = "the store failed: \(failure)"
+                            }
+                            monitor.broadcast()
                         }
-                        monitor.broadcast()
                     }
                 }
             }

@@ -215,16 +215,29 @@ import Testing
     /// `releaseResidentPages` drops the map's pages from this process's resident set (a scan of the whole
     /// file makes them resident) and every value reads back unchanged afterwards, inside a transaction that
     /// was open across the release too.
-    @Test func releasingResidentPagesKeepsEveryValue() throws {
+    /// Values of the release tests: 200 bytes each, differing by key and by `round`.
+    static func releaseValue(_ i: Int, _ round: Int = 0) -> [UInt8] {
+        (0..<200).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0 &+ round) }
+    }
+
+    /// A store in a 64 MiB map holding `count` values (`releaseValue(i)`) under big-endian keys 0 ..< count.
+    func filledForRelease(_ name: String, count: Int) throws -> (Environment, DatabaseHandle) {
         var options = Environment.Options()
         options.mapSize = 64 << 20
-        let env = try Environment(path: directory.child("release"), options: options)
+        let env = try Environment(path: directory.child(name), options: options)
         let db = try env.openHandle("t")
-        let count = 20_000
-        func value(_ i: Int) -> [UInt8] { (0..<200).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0) } }
         try env.write { txn in
-            for i in 0..<count { try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i), flags: .append) }
+            for i in 0..<count {
+                try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: Self.releaseValue(i), flags: .append)
+            }
         }
+        return (env, db)
+    }
+
+    @Test func releasingResidentPagesKeepsEveryValue() throws {
+        let count = 20_000
+        let (env, db) = try filledForRelease("release", count: count)
+        func value(_ i: Int) -> [UInt8] { Self.releaseValue(i) }
         func readAll(_ txn: Transaction) throws -> Int {
             var i = 0
             var mismatches = 0
@@ -259,14 +272,9 @@ import Testing
     /// on (a checkpoint reads leaf pages all over the file): the mapping's resident size falls, and the
     /// transaction's own writes and every old value read back unchanged, before and after its commit.
     @Test func aWriteTransactionReleasesThePagesItRead() throws {
-        var options = Environment.Options()
-        options.mapSize = 64 << 20
-        let env = try Environment(path: directory.child("release-write"), options: options)
-        let db = try env.openHandle("t")
         let count = 20_000
-        func value(_ i: Int, _ round: Int) -> [UInt8] {
-            (0..<200).map { UInt8(truncatingIfNeeded: i &* 31 &+ $0 &+ round) }
-        }
+        let (env, db) = try filledForRelease("release-write", count: count)
+        func value(_ i: Int, _ round: Int) -> [UInt8] { Self.releaseValue(i, round) }
         /// Values that differ from round `round(i)`'s, plus keys missing.
         func mismatches(_ txn: Transaction, round: (Int) -> Int) throws -> Int {
             var wrong = 0
@@ -277,11 +285,6 @@ import Testing
                 return true
             }
             return wrong + (count - i)
-        }
-        try env.write { txn in
-            for i in 0..<count {
-                try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i, 0), flags: .append)
-            }
         }
         env.releaseResidentPages()
         let rewritten = { (i: Int) in i % 10 == 0 ? 1 : 0 }
