@@ -1,3 +1,4 @@
+import Synchronization
 public import TeamLog
 import TeamLogThreads
 
@@ -37,14 +38,15 @@ public final class RecordWindow: @unchecked Sendable {
 
     /// Bytes made once, by whoever asks first (two readers at the same moment may both make them; the
     /// first stored is kept).
-    final class EncodedOnce: @unchecked Sendable {
-        private let monitor = Monitor()
-        private var bytes: [UInt8]?
+    final class EncodedOnce: Sendable {
+        // A `Mutex` lies in the object: the writer makes one per entry, and a `Monitor` would allocate its
+        // pthread mutex besides.
+        private let bytes = Mutex<[UInt8]?>(nil)
 
         func value(_ make: () -> [UInt8]) -> [UInt8] {
-            if let bytes = monitor.locked({ bytes }) { return bytes }
+            if let bytes = bytes.withLock({ $0 }) { return bytes }
             let made = make()
-            return monitor.locked {
+            return bytes.withLock { bytes in
                 if let bytes { return bytes }
                 bytes = made
                 return made
@@ -178,10 +180,11 @@ public final class RecordWindow: @unchecked Sendable {
 }
 
 extension Record {
-    /// About how many bytes of memory the record holds: its enum payload, and per id in its lists an
-    /// array slot plus the id's bytes when they do not fit in a small string. Deliveries to large teams
-    /// dominate: a 2,000-member delivery with everyone alerted counts ~96 KB (48 KB a list; less is held
-    /// when `alerted` shares `receivers`' storage), its JSON 40–50 KB.
+    /// About how many bytes of memory the record holds, or its encoding once read: its enum payload, and
+    /// per id in its lists an array slot plus the id's bytes when they do not fit in a small string; a
+    /// delivery counts an id slot per listed id without listing them (its ids' own lengths are not
+    /// walked). Deliveries to large teams dominate: a 2,000-member delivery with everyone alerted counts
+    /// ~64 KB, its JSON 40–50 KB.
     public var estimatedSize: Int {
         @inline(__always) func ids(_ list: [Id]) -> Int {
             var n = 32 + list.count * MemoryLayout<Id>.stride
@@ -193,8 +196,12 @@ extension Record {
         case .rejected(_, _, _, let reason): return base + reason.utf8.count
         case .duplicate, .event: return base
         case .output(.delivery(let d)):
-            return base + 64 + d.messageId.utf8.count + ids(d.receivers) + ids(d.alerted)
-                + d.silenced.count * (MemoryLayout<Id>.stride + 16)
+            // Counted from the list lengths, without listing (a team's lists are bitsets until read, and
+            // read — encoded once for every subscriber — they take about this much): an id slot per
+            // receiver and per alerted one, and a slot and a reason per silenced one.
+            let (receivers, silenced) = (d.receiverCount, d.silencedCount)
+            return base + 64 + d.messageId.utf8.count + 64 + (2 * receivers - silenced) * MemoryLayout<Id>.stride
+                + silenced * (MemoryLayout<Id>.stride + 16)
         case .output(.tip(let tip)):
             return base + 512 + tip.text.utf8.count + (tip.nim.map { ids($0.targetIDs) } ?? 0)
                 + (tip.zim.map { ids($0.targetUserIDs) } ?? 0)

@@ -234,6 +234,35 @@ import Testing
         #expect(m.deliveries.first?.to == Conversation(.p2p, "b"))
     }
 
+    /// A team delivery holds its fan-out's bits over the roster as it was and lists ids only when read: what
+    /// it lists never changes when the roster does afterwards (leaves, joins, notify, roles, a dismissal),
+    /// and its counts, its JSON and its listed copy agree.
+    @Test func aDeliveryListsTheRosterAsItWasWhenSent() throws {
+        var m = Machine()
+        m.setup(Self.base + [Msg.notify("b", "none"), Msg.notify("c", "managerOnly")])
+        #expect(m.run(Msg.send("a", "m1")) == nil)
+        let d = try #require(m.deliveries.first)
+        let listed = Delivery(
+            seq: d.seq, to: d.to, messageId: d.messageId, receivers: d.receivers, alerted: d.alerted,
+            silenced: d.silenced)
+        let json = Record.output(.delivery(d)).jsonLine
+        #expect(d.receivers == ["own", "mgr", "b", "c"])
+        #expect(d.alerted == ["own", "mgr"])
+        #expect(d.silenced.map { "\($0.user):\($0.reason.rawValue)" } == ["b:notifyNone", "c:managerOnly"])
+        m.setup([
+            Msg.notify("b", "all"), Msg.notify("own", "none"),
+            op("team.kick", "own", ["team": "t1", "targets": ["mgr", "c"]]),
+            op("team.invite", "own", ["team": "t1", "targets": ["x", "y"]]),
+            op("team.dismiss", "own", ["team": "t1"]),
+        ])
+        #expect(d == listed)
+        #expect(Record.output(.delivery(d)).jsonLine == json)
+        #expect(Record.output(.delivery(listed)).jsonLine == json)
+        #expect(d.receiverCount == 4 && d.silencedCount == 2)
+        #expect(listed.receiverCount == 4 && listed.silencedCount == 2)
+        #expect(Record.output(.delivery(d)).jsonLine.contains(#""silenced":{"b":"notifyNone","c":"managerOnly"}"#))
+    }
+
     /// Tips are stored and become the last message, but never count.
     @Test func tipsNeverCount() {
         var m = Machine()

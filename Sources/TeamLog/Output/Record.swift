@@ -64,16 +64,31 @@ public enum Record: Sendable, Equatable {
             w.write(d.to.json)
             w.writeRaw(",\"messageId\":")
             w.writeString(d.messageId)
-            w.writeRaw(",\"receivers\":")
-            Self.writeList(d.receivers, into: &w)
-            w.writeRaw(",\"alerted\":")
-            Self.writeList(d.alerted, into: &w)
-            w.writeRaw(",\"silenced\":{")
-            for (i, s) in d.silenced.enumerated() {
-                if i > 0 { w.writeRaw(",") }
-                w.writeString(s.user)
+            // Three walks of the lists, none copied (a team's are bitsets over its roster).
+            w.writeRaw(",\"receivers\":[")
+            var first = true
+            d.forEachReceiver { user, _ in
+                if !first { w.writeRaw(",") }
+                first = false
+                w.writeString(user)
+            }
+            w.writeRaw("],\"alerted\":[")
+            first = true
+            d.forEachReceiver { user, reason in
+                guard reason == nil else { return }
+                if !first { w.writeRaw(",") }
+                first = false
+                w.writeString(user)
+            }
+            w.writeRaw("],\"silenced\":{")
+            first = true
+            d.forEachReceiver { user, reason in
+                guard let reason else { return }
+                if !first { w.writeRaw(",") }
+                first = false
+                w.writeString(user)
                 w.writeRaw(":")
-                w.writeString(s.reason.rawValue)
+                w.writeString(reason.rawValue)
             }
             w.writeRaw("}}")
         case .output(.signal(let sig)):
@@ -92,15 +107,6 @@ public enum Record: Sendable, Equatable {
                     ("type", .string(n.type.rawValue)), ("team", .string(n.team)), ("from", .string(n.from)),
                 ]))
         }
-    }
-
-    static func writeList(_ list: [Id], into w: inout JSONWriter) {
-        w.writeRaw("[")
-        for (i, s) in list.enumerated() {
-            if i > 0 { w.writeRaw(",") }
-            w.writeString(s)
-        }
-        w.writeRaw("]")
     }
 
     /// The record as a JSON line (no newline).

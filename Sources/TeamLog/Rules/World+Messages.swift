@@ -311,18 +311,9 @@ extension World {
         return words
     }
 
-    /// The delivery record of the fan-out just run, with user ids.
+    /// The delivery record of the fan-out just run: its bitsets over the team's roster, listed when read.
     private func teamDelivery(_ team: TeamState, seq: UInt64, to: Conversation, messageId: Id) -> Delivery {
-        var receivers: [Id] = []
-        var alerted: [Id] = []
-        var silenced: [(user: Id, reason: SilenceReason)] = []
-        MemberBits.forEachSlot(fanOut.receivers) { slot in
-            let user = team.slots[slot]!.user
-            receivers.append(user)
-            if let reason = fanOut.reason(slot) { silenced.append((user, reason)) } else { alerted.append(user) }
-        }
-        return Delivery(
-            seq: seq, to: to, messageId: messageId, receivers: receivers, alerted: alerted, silenced: silenced)
+        Delivery(seq: seq, to: to, messageId: messageId, fanOut: fanOut, roster: team.slots)
     }
 
     // MARK: Tips as messages
@@ -348,8 +339,7 @@ extension World {
         guard wantsDeliveries else { return }
         fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
         var delivery = teamDelivery(team, seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId)
-        delivery.receivers += removed
-        delivery.silenced += removed.map { ($0, .tip) }
+        delivery.appendSilenced(removed, reason: .tip)
         out.append(.delivery(delivery))
     }
 
