@@ -195,12 +195,23 @@ final class ReaderRecords: @unchecked Sendable {
         if layers.count != before { republish() }
     }
 
+    /// Sets of layers replaced, kept until no reader holds them (`republish`).
+    private var retired: [CommittedRecords] = []
+
     private func republish() {
         let head = layers.first
-        let next = CommittedRecords(
+        var old = CommittedRecords(
             layers: layers, seq: head?.seq ?? monitor.locked { _current.seq },
             ts: head?.ts ?? monitor.locked { _current.ts })
-        monitor.locked { _current = next }
+        monitor.locked { swap(&old, &_current) }
+        // Freeing a covered layer frees every record in it (~10⁵ arrays after a second of commits): that
+        // happens here on the writer's thread, not inside the lock every query takes, and not on a query's
+        // thread that happened to hold the last reference. A set still read waits for the next publish.
+        retired.append(old)
+        var index = 0
+        while index < retired.count {
+            if isKnownUniquelyReferenced(&retired[index]) { retired.swapAt(index, retired.count - 1); retired.removeLast() } else { index += 1 }
+        }
     }
 }
 

@@ -104,6 +104,7 @@ final class BenchServer: @unchecked Sendable {
         directory = tempDir("serve")
         var options = WriterService.Options()
         options.store.mapSize = 1 << 30
+        if let ms = getenv("TL_CHECKPOINT_MS") { options.store.checkpointMs = Int(String(cString: ms))! }
         let metrics = ServerMetrics()
         writer = WriterService(path: directory + "/store", options: options) { metrics.record($0) }
         var config = ServerConfiguration()
