@@ -267,9 +267,17 @@ final class WriterThread: @unchecked Sendable {
     private var stopping = false
     private var thread: JoinableThread?
 
-    /// `nil` when no thread can be started (the store then writes in place).
-    init?(name: String) {
-        guard let started = startThread(name: name, { self.loop() }) else { return nil }
+    /// `nil` when no thread can be started (the store then writes in place). `nice`: the thread's lower
+    /// priority, if any.
+    init?(name: String, nice: Int32? = nil) {
+        guard
+            let started = startThread(
+                name: name,
+                {
+                    if let nice { lowerThisThreadsPriority(to: nice) }
+                    self.loop()
+                })
+        else { return nil }
         thread = started
     }
 

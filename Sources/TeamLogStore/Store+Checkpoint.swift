@@ -13,7 +13,13 @@ import TeamLogThreads
 extension Store {
     /// Whether the next commit should also start a checkpoint.
     var checkpointDue: Bool {
-        guard inFlightCheckpointIsDone else { return false }  // one at a time; the next commit tries again
+        guard inFlightCheckpointIsDone else {
+            // One at a time; the next commit tries again. But the lag is bounded: twice the ops interval
+            // behind, the writer waits for the running checkpoint (in `startCheckpoint`) rather than let the
+            // uncheckpointed tail, and the dirty units it pins in memory, grow while a background-priority
+            // checkpointer gets no core.
+            return opsSinceCheckpoint >= 2 * options.checkpointOps
+        }
         if opsSinceCheckpoint >= options.checkpointOps { return true }
         return opsSinceCheckpoint > 0 && MonotonicClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
     }
@@ -38,7 +44,7 @@ extension Store {
         world.clearChanges()
         opsSinceCheckpoint = 0
         lastCheckpointMs = MonotonicClock.milliseconds()
-        if checkpointer == nil { checkpointer = WriterThread(name: "tl-checkpoint") }
+        if checkpointer == nil { checkpointer = WriterThread(name: "tl-checkpoint", nice: options.checkpointNice) }
         if let checkpointer {
             checkpointer.start(checkpoint)
         } else {

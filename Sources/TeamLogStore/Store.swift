@@ -44,6 +44,11 @@ public final class Store {
         public var checkpointOps: Int = 100_000
         /// Write a checkpoint at the first commit this many ms after the last one.
         public var checkpointMs: Int = 1_000
+        /// The nice value of the checkpoint's thread (`nil`: the process's own). A checkpoint is background
+        /// work: at 19 it takes no core from the writer, the commit or a server's requests, which it made
+        /// wait ~50–100 ms once a second (query p99 in `teamlog-http-bench`), and runs on any idle core.
+        /// Only the lag of the projections behind the log grows while both cores are busy.
+        public var checkpointNice: Int32? = 19
         /// The budget of the working set: the resident projections' estimated size, in bytes, beyond which
         /// clean units are evicted after each checkpoint (`--cache-mb`).
         public var cacheBytes: Int = Store.defaultCacheBytes

@@ -42,6 +42,20 @@ public func startThread(name: String? = nil, _ body: @escaping () -> Void) -> Jo
     return JoinableThread(handle: thread)
 }
 
+/// Lowers the calling thread's scheduling priority to `nice` (Linux: the thread's own nice value; 19 is
+/// the lowest). For background work that must not take a core from latency-bound threads while it has
+/// waited long enough, yet gets an idle core whenever there is one.
+public func lowerThisThreadsPriority(to nice: Int32) {
+    #if os(Linux)
+        // gettid() and SYS_gettid are not imported (they need _GNU_SOURCE); /proc/thread-self names the
+        // thread as PID/task/TID.
+        var buffer = [CChar](repeating: 0, count: 64)
+        let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+        guard n > 0, let tid = String(cString: buffer).split(separator: "/").last.flatMap({ id_t($0) }) else { return }
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, nice)
+    #endif
+}
+
 /// Names the calling thread (truncated to the 15 bytes Linux keeps).
 public func nameThisThread(_ name: String) {
     #if os(Linux)

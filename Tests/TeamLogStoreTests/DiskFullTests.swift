@@ -90,7 +90,9 @@ import Testing
         #expect(message.contains(store), "\(message)")
         let printed = full.lines.filter(CrashSafetyTests.isEvent)
         let committed = try Self.checkpoint(store)
-        #expect(committed > 0 && committed < 6_000, "the disk filled in the middle (committed \(committed))")
+        // Where it fills depends on how many checkpoints ran (a background one may coalesce several), so only
+        // that it filled after the first batch and before the end.
+        #expect(committed > 0 && committed < 12_000, "the disk filled in the middle (committed \(committed))")
         #expect(UInt64(printed.count) == committed, "printed \(printed.count) events, the store holds \(committed)")
 
         // 2. What is on disk is sound.
