@@ -8,6 +8,12 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// The servers' and tools' allocator: jemalloc (Debian's libjemalloc-dev), linked into the executables,
+/// which replaces malloc for the whole process. Measured (BENCHMARKS.md, "jemalloc"): glibc's malloc made
+/// the writer free memory other threads allocated under their arenas' locks, and query p99 under ingest
+/// was 2–4× higher with it. The libraries and the tests keep the system malloc.
+let jemalloc: [LinkerSetting] = [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]
+
 // MARK: - Package
 
 let package = Package(
@@ -70,7 +76,8 @@ let package = Package(
             dependencies: [
                 "LMDB", "TeamLog", "TeamLogThreads", .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: jemalloc
         ),
         // MARK: Processing runtime: line reading, the parse pipeline, the processor and the stream loop.
         // Transports (HTTP, NATS) sit on top of it, never below.
@@ -129,7 +136,8 @@ let package = Package(
                 "TeamLogNATS",
             ],
             path: "tools/Bench",
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: jemalloc
         ),
         .executableTarget(
             name: "teamlog-http-bench",
@@ -141,7 +149,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "tools/HTTPBench",
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: jemalloc
         ),
         .executableTarget(
             name: "teamlog-gen",
