@@ -92,6 +92,9 @@ extension Store {
         // Checkpoints a fifth as far apart as a writer's: the records changed since the last one wait
         // encoded in memory (and their transaction's dirty pages), and a replay makes them fast.
         options.checkpointOps = 20_000
+        // A replay is throughput-bound on every core it has, and nothing waits on it with a latency: its
+        // checkpoints keep the process's priority.
+        options.checkpointNice = nil
         do {
             let scratch = try Store(path: path, options: options)
             scratch.wantsDeliveries = false
