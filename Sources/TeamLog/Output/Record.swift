@@ -65,23 +65,12 @@ public enum Record: Sendable, Equatable {
             w.writeRaw(",\"messageId\":")
             w.writeString(d.messageId)
             // Three walks of the lists, none copied (a team's are bitsets over its roster).
-            w.writeRaw(",\"receivers\":[")
+            w.writeRaw(",\"receivers\":")
+            Self.writeReceivers(of: d, into: &w) { _ in true }
+            w.writeRaw(",\"alerted\":")
+            Self.writeReceivers(of: d, into: &w) { $0 == nil }
+            w.writeRaw(",\"silenced\":{")
             var first = true
-            d.forEachReceiver { user, _ in
-                if !first { w.writeRaw(",") }
-                first = false
-                w.writeString(user)
-            }
-            w.writeRaw("],\"alerted\":[")
-            first = true
-            d.forEachReceiver { user, reason in
-                guard reason == nil else { return }
-                if !first { w.writeRaw(",") }
-                first = false
-                w.writeString(user)
-            }
-            w.writeRaw("],\"silenced\":{")
-            first = true
             d.forEachReceiver { user, reason in
                 guard let reason else { return }
                 if !first { w.writeRaw(",") }
@@ -107,6 +96,21 @@ public enum Record: Sendable, Equatable {
                     ("type", .string(n.type.rawValue)), ("team", .string(n.team)), ("from", .string(n.from)),
                 ]))
         }
+    }
+
+    /// Writes the receivers of `d` that `include` picks (by their silence reason) as a JSON array of ids.
+    private static func writeReceivers(
+        of d: Delivery, into w: inout JSONWriter, where include: (SilenceReason?) -> Bool
+    ) {
+        w.writeRaw("[")
+        var first = true
+        d.forEachReceiver { user, reason in
+            guard include(reason) else { return }
+            if !first { w.writeRaw(",") }
+            first = false
+            w.writeString(user)
+        }
+        w.writeRaw("]")
     }
 
     /// The record as a JSON line (no newline).
