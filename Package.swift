@@ -18,7 +18,7 @@ let jemalloc: [LinkerSetting] = [.linkedLibrary("jemalloc", .when(platforms: [.l
 
 let package = Package(
     name: "TeamLog",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],  // Synchronization.Mutex
     products: [
         .library(name: "TeamLog", targets: ["TeamLog"]),
         .library(name: "TeamLogStore", targets: ["TeamLogStore"]),
@@ -76,8 +76,7 @@ let package = Package(
             dependencies: [
                 "LMDB", "TeamLog", "TeamLogThreads", .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings,
-            linkerSettings: jemalloc
+            swiftSettings: swiftSettings
         ),
         // MARK: Processing runtime: line reading, the parse pipeline, the processor and the stream loop.
         // Transports (HTTP, NATS) sit on top of it, never below.
@@ -120,7 +119,8 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: jemalloc
         ),
         // MARK: Tools (swift run -c release …)
         .executableTarget(

@@ -206,7 +206,8 @@ final class ReaderRecords: @unchecked Sendable {
         monitor.locked { swap(&old, &_current) }
         // Freeing a covered layer frees every record in it (~10⁵ arrays after a second of commits): that
         // happens here on the writer's thread, not inside the lock every query takes, and not on a query's
-        // thread that happened to hold the last reference. A set still read waits for the next publish.
+        // thread that happened to hold the last reference (a `ProjectionSnapshot` holds its set). A set
+        // still read waits for the next publish (the next commit: an idle writer keeps it until then).
         retired.append(old)
         var index = 0
         while index < retired.count {
@@ -239,6 +240,9 @@ public struct ProjectionSnapshot {
     let pdbs: ProjectionDatabases
     /// Layers after the stored checkpoint, newest first.
     let layers: [RecordLayer]
+    /// The set the layers come from, held while the snapshot lives: the writer frees a replaced set only
+    /// once nothing holds it (`ReaderRecords.republish`), so a query never frees a layer itself.
+    let records: CommittedRecords?
     /// The seq and event time the snapshot is at.
     public let seq: UInt64
     public let ts: Int64
@@ -246,6 +250,7 @@ public struct ProjectionSnapshot {
     init(txn: Transaction, pdbs: ProjectionDatabases, records: CommittedRecords?) throws {
         self.txn = txn
         self.pdbs = pdbs
+        self.records = records
         let checkpoint = try pdbs.readCheckpoint(txn)
         if let records, records.seq > checkpoint.seq {
             layers = records.layers.filter { $0.seq > checkpoint.seq }

@@ -45,10 +45,13 @@ public final class Store {
         /// Write a checkpoint at the first commit this many ms after the last one.
         public var checkpointMs: Int = 1_000
         /// The nice value of the checkpoint's thread (`nil`: the process's own). A checkpoint is background
-        /// work: at 19 it takes no core from the writer, the commit or a server's requests, which it made
-        /// wait ~50–100 ms once a second (query p99 in `teamlog-http-bench`), and runs on any idle core.
-        /// Only the lag of the projections behind the log grows while both cores are busy.
-        public var checkpointNice: Int32? = 19
+        /// work: at a lower priority it yields cores to the writer, the commit and a server's requests,
+        /// which it made wait once a second (query p99 in `teamlog-http-bench`), and runs on any idle core.
+        /// Only the lag of the projections behind the log grows while the cores are busy, up to the bound
+        /// where the writer waits for it (`checkpointDue`). 10, not 19: the writer may wait on this thread,
+        /// and at 19 a thread gets ~1.5% of a core beside each busy one (10: ~10%); an unprivileged thread
+        /// cannot raise its priority back while it is waited on.
+        public var checkpointNice: Int32? = 10
         /// The budget of the working set: the resident projections' estimated size, in bytes, beyond which
         /// clean units are evicted after each checkpoint (`--cache-mb`).
         public var cacheBytes: Int = Store.defaultCacheBytes
