@@ -211,7 +211,12 @@ final class ReaderRecords: @unchecked Sendable {
         retired.append(old)
         var index = 0
         while index < retired.count {
-            if isKnownUniquelyReferenced(&retired[index]) { retired.swapAt(index, retired.count - 1); retired.removeLast() } else { index += 1 }
+            if isKnownUniquelyReferenced(&retired[index]) {
+                retired.swapAt(index, retired.count - 1)
+                retired.removeLast()
+            } else {
+                index += 1
+            }
         }
     }
 }

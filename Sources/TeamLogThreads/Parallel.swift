@@ -51,7 +51,9 @@ public func lowerThisThreadsPriority(to nice: Int32) {
         // thread as PID/task/TID.
         var buffer = [CChar](repeating: 0, count: 64)
         let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
-        guard n > 0, let tid = String(cString: buffer).split(separator: "/").last.flatMap({ id_t($0) }) else { return }
+        guard n > 0 else { return }
+        let link = String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let tid = link.split(separator: "/").last.flatMap({ id_t($0) }) else { return }
         _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, nice)
     #endif
 }

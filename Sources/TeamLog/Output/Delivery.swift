@@ -20,14 +20,13 @@ public struct Delivery: Sendable, Equatable {
 
     /// A team fan-out's result: the roster at the message and, per slot, receives / silenced by notify
     /// `none` / silenced by `managerOnly` (three bitsets of `wordCount` words each, in one array), or one
-    /// reason for every receiver; then extra receivers, all silenced by `extraReason`.
+    /// reason for every receiver; then extra receivers, each silenced for its reason.
     struct FanOutLists: Sendable {
         var roster: [Member?]
         var words: [UInt64]
         var wordCount: Int
         var silenceAll: SilenceReason?
-        var extra: [Id] = []
-        var extraReason: SilenceReason = .tip
+        var extra: [(user: Id, reason: SilenceReason)] = []
 
         /// The reason a receiving slot is silenced, or `nil` when alerted.
         @inline(__always)
@@ -77,15 +76,7 @@ public struct Delivery: Sendable, Equatable {
             silenced += users.map { ($0, reason) }
             lists = .ids(receivers: receivers, alerted: alerted, silenced: silenced)
         case .fanOut(var f):
-            if !f.extra.isEmpty && f.extraReason != reason {
-                // One reason for the extras: fall back to lists (never happens: only tips add extras).
-                var silenced = self.silenced
-                silenced += users.map { ($0, reason) }
-                lists = .ids(receivers: receivers + users, alerted: alerted, silenced: silenced)
-                return
-            }
-            f.extra += users
-            f.extraReason = reason
+            f.extra += users.map { ($0, reason) }
             lists = .fanOut(f)
         }
     }
@@ -124,7 +115,7 @@ public struct Delivery: Sendable, Equatable {
                     }
                 }
             }
-            for user in f.extra { body(user, f.extraReason) }
+            for (user, reason) in f.extra { body(user, reason) }
         }
     }
 
