@@ -9,9 +9,9 @@ let swiftSettings: [SwiftSetting] = [
 ]
 
 /// The servers' and tools' allocator: jemalloc (Debian's libjemalloc-dev), linked into the executables,
-/// which replaces malloc for the whole process. Measured (BENCHMARKS.md, "jemalloc"): glibc's malloc made
-/// the writer free memory other threads allocated under their arenas' locks, and query p99 under ingest
-/// was 2–4× higher with it. The libraries and the tests keep the system malloc.
+/// which replaces malloc for the whole process. Measured (BENCHMARKS.md, "Freed off the queries' path"):
+/// glibc's malloc made the writer free memory other threads allocated under their arenas' locks, and query
+/// p99 under ingest was 2–4× higher with it. The libraries and the tests keep the system malloc.
 let jemalloc: [LinkerSetting] = [.linkedLibrary("jemalloc", .when(platforms: [.linux]))]
 
 // MARK: - Package
