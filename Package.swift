@@ -133,7 +133,7 @@ let package = Package(
             name: "teamlog-bench",
             dependencies: [
                 "TeamLog", "TeamLogStore", "TeamLogRuntime", "TeamLogWorkload", "LMDB", "CSQLite", "NATS", "NATSServer",
-                "TeamLogNATS",
+                "TeamLogNATS", "TeamLogThreads",
             ],
             path: "tools/Bench",
             swiftSettings: swiftSettings,

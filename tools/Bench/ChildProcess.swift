@@ -98,6 +98,11 @@ struct RunningChild {
     @discardableResult
     func stop(_ signal: Int32 = SIGTERM) -> ChildRun? {
         kill(pid, signal)
+        return wait()
+    }
+
+    /// Waits for the child to exit and reaps it; its wall time and usage as a `ChildRun`.
+    func wait() -> ChildRun? {
         var status: Int32 = 0
         var usage = rusage()
         while wait4(pid, &status, 0, &usage) < 0 {
@@ -136,6 +141,40 @@ extension ChildProcess {
     {
         let (pid, start) = try start(executable, arguments, stdout: stdout, stderr: stderr, environment: [])
         return RunningChild(pid: pid, executable: executable, started: start)
+    }
+
+    /// Starts `executable` with its stdin and stdout on pipes (stderr to a file) and returns at once: the
+    /// child, the pipe's end that writes its stdin, and the one that reads its stdout. SIGPIPE is ignored
+    /// from then on, so a child that exits early makes a write fail rather than end the bench.
+    static func spawnPiped(_ executable: String, _ arguments: [String], stderr: String) throws
+        -> (child: RunningChild, stdin: Int32, stdout: Int32)
+    {
+        signal(SIGPIPE, SIG_IGN)
+        var toChild: [Int32] = [0, 0]
+        var fromChild: [Int32] = [0, 0]
+        guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else {
+            throw BenchError("pipe: \(String(cString: strerror(errno)))")
+        }
+        for fd in toChild + fromChild { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)  // dup2 clears close-on-exec on 0 and 1
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let started = now()
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        close(toChild[0])
+        close(fromChild[1])
+        guard spawned == 0 else {
+            close(toChild[1])
+            close(fromChild[0])
+            throw BenchError("cannot run \(executable): \(String(cString: strerror(spawned)))")
+        }
+        return (RunningChild(pid: pid, executable: executable, started: started), toChild[1], fromChild[0])
     }
 
     /// Starts `executable` (stdin /dev/null, stdout and stderr to the given files, this process's

@@ -6,6 +6,8 @@
 //     (issue 11's bars on the real CLI as child processes: ScaleBench.swift)
 //   teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]
 //     (issue 13: the CLI against 1, 2, 3 NATS JetStream partitions, latency, the scaling model: NATSBench.swift)
+//   teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--flush-ms T] …
+//     (issue 11's stream bar on `teamlog ingest --follow` as a child process: StreamBench.swift)
 //
 // Reports ops/s, member-decisions/s, deliveries/s, replay (audit) events/s, peak memory, store bytes per
 // event and stream commit latency, beside the raw-LMDB-append limit, a naive per-member fan-out and the
@@ -81,6 +83,8 @@ func run() throws {
     var sqliteBudget = 30.0
     var scale = false  // --scale: issue 11's bars instead (ScaleBench.swift); shares --seed, --max-team, --out
     var scaleOptions = ScaleBench.Options()
+    var stream = false  // --stream: issue 11's stream bar on the CLI (StreamBench.swift); shares --seed, --max-team, --out
+    var streamOptions = StreamBench.Options()
     var nats = false  // --nats: issue 13's measurements (NATSBench.swift); shares --seed, --max-team, --out
     var natsOptions = NATSBench.Options()
     var args = CommandLine.arguments.dropFirst().makeIterator()
@@ -91,15 +95,24 @@ func run() throws {
             options.seed = UInt64(args.next()!)!
             scaleOptions.seed = options.seed
             natsOptions.seed = options.seed
+            streamOptions.seed = options.seed
         case "--max-team":
             options.maxTeam = Int(args.next()!)!
             scaleOptions.maxTeam = options.maxTeam
             natsOptions.maxTeam = options.maxTeam
+            streamOptions.maxTeam = options.maxTeam
         case "--out":
             outDir = args.next()!
             scaleOptions.outDir = outDir
             natsOptions.outDir = outDir
+            streamOptions.outDir = outDir
         case "--scale": scale = true
+        case "--stream": stream = true
+        case "--stream-rate": streamOptions.rate = Int(args.next()!)!
+        case "--stream-seconds": streamOptions.seconds = Double(args.next()!)!
+        case "--stream-warm-up": streamOptions.warmUp = Int(args.next()!)!
+        case "--stream-emit": streamOptions.emit = args.next()!
+        case "--flush-ms": streamOptions.flushMs = Int(args.next()!)!
         case "--scale-ops": scaleOptions.ops = Int(args.next()!)!
         case "--scale-chunk": scaleOptions.chunk = Int(args.next()!)!
         case "--keep": scaleOptions.keep = true
@@ -118,11 +131,18 @@ func run() throws {
                 "       teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR]"
                     + " [--keep]")
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
+            print(
+                "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N]"
+                    + " [--flush-ms T] [--stream-emit all|events] [--seed S] [--max-team N] [--out DIR]")
             exit(2)
         }
     }
     if scale {
         try ScaleBench(options: scaleOptions).run()
+        return
+    }
+    if stream {
+        try StreamBench(options: streamOptions).run()
         return
     }
     if nats {

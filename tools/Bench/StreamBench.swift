@@ -1,0 +1,254 @@
+// teamlog-bench --stream: issue 11's stream bar ("offered 50,000 ops/s of the mixed workload for 10 s,
+// sustained ≥ 49,000 with p99 ≤ 10 ms from writing a line to reading its record"), measured on the real CLI.
+//
+//   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
+//   .build/release/teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N]
+//                                [--flush-ms T] [--stream-emit all|events|none] [--seed S] [--max-team N] [--out DIR]
+//
+// Generates issue 11's chat workload with teamlog-gen, ingests its first `--stream-warm-up` ops into a new
+// store (untimed: the teams exist and have history), then starts `teamlog ingest - --follow` on that store
+// as a child process and writes the next `rate × seconds` lines to its stdin on a fixed schedule (line i
+// is due at start + i / rate; whatever is due is written at once, checked every 0.2 ms), while a second
+// thread reads its stdout. A line's latency is from when it was due — not when the bench managed to write
+// it, so a child that stops reading is charged for the wait (no coordinated omission) — to when the
+// record naming its line number was read. Writes DIR/stream.md.
+
+import TeamLogThreads
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The `--stream` mode: the stream processor of the real CLI at a fixed offered rate.
+struct StreamBench {
+    struct Options {
+        var rate = 50_000
+        var seconds = 10.0
+        var warmUp = 500_000
+        /// `--flush-ms` of the child: the longest a batch waits for more ops before its commit starts.
+        var flushMs = 2
+        /// `--emit` of the child (`none` prints nothing, so nothing could be timed: not allowed).
+        var emit = "events"
+        var seed: UInt64 = 42
+        var users = 250_000
+        var teams = 3_000
+        var maxTeam = 2_000
+        var outDir = "."
+    }
+
+    let options: Options
+
+    /// What one run measured.
+    struct Outcome {
+        var offered = 0
+        var answered = 0
+        /// Seconds from the first line's due time to the last record read.
+        var seconds = 0.0
+        /// Latencies in ms, sorted.
+        var latencies: [Double] = []
+        var child: ChildRun?
+        var childSummary = ""
+
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+        }
+    }
+
+    func run() throws {
+        guard options.rate > 0, options.seconds > 0, options.emit != "none" else {
+            throw BenchError("--stream-rate and --stream-seconds must be > 0, --stream-emit all or events")
+        }
+        let teamlog = try ChildProcess.sibling("teamlog")
+        let generator = try ChildProcess.sibling("teamlog-gen")
+        let dir = tempDir("stream")
+        let store = dir + "/store"
+        let files = (workload: dir + "/workload.jsonl", warm: dir + "/warm.jsonl", live: dir + "/live.jsonl")
+        let (out, err) = (dir + "/child.out", dir + "/child.err")
+        defer {
+            removeTree(store)
+            removeTree(dir)
+        }
+        let offered = Int(Double(options.rate) * options.seconds)
+        let genArguments = [
+            "--ops", "\(options.warmUp + offered)", "--seed", "\(options.seed)", "--users", "\(options.users)",
+            "--teams", "\(options.teams)", "--max-team", "\(options.maxTeam)",
+        ]
+        progress("generating \(fmt(Double(options.warmUp + offered))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
+        let generation = try ChildProcess.run(
+            generator, genArguments, stdout: files.workload, stderr: err,
+            environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
+        guard generation.succeeded else { throw BenchError("teamlog-gen \(generation.ending): \(readText(err))") }
+        var splitter = try ChunkSplitter(path: files.workload)
+        let warmLines = try splitter.copy(lines: options.warmUp, to: files.warm)
+        let liveLines = try splitter.copy(lines: offered, to: files.live)
+        splitter.close()
+        unlink(files.workload)
+        guard liveLines == offered else { throw BenchError("the workload has \(liveLines) lines after the warm-up") }
+
+        progress("warm-up: ingesting \(fmt(Double(warmLines))) ops (untimed)…")
+        let warm = try ChildProcess.run(
+            teamlog, ["ingest", files.warm, "--store", store, "--emit", "none"], stdout: out, stderr: err)
+        guard warm.succeeded else { throw BenchError("warm-up ingest \(warm.ending): \(readText(err))") }
+        unlink(files.warm)
+
+        let live = try readLines(files.live)
+        unlink(files.live)
+        let loadBefore = loadAverage()
+        progress(
+            "offering \(fmt(Double(offered))) ops at \(fmt(Double(options.rate))) ops/s to `teamlog ingest - --follow "
+                + "--flush-ms \(options.flushMs) --emit \(options.emit)`…")
+        var outcome = try measure(teamlog, store: store, live: live, stderr: err)
+        outcome.childSummary = readText(err).split(separator: "\n").last.map(String.init) ?? ""
+        let report = markdown(outcome, loadBefore: loadBefore, generation: genArguments.joined(separator: " "))
+        print(report)
+        mkdir(options.outDir, 0o755)
+        writeFile(options.outDir + "/stream.md", report)
+    }
+
+    /// The workload's lines, as one buffer and each line's end offset (past its newline).
+    private func readLines(_ path: String) throws -> (bytes: [UInt8], ends: [Int]) {
+        let text = Array(readText(path).utf8)
+        var ends: [Int] = []
+        ends.reserveCapacity(options.rate * Int(options.seconds.rounded(.up)) + 1)
+        for (i, byte) in text.enumerated() where byte == 0x0A { ends.append(i + 1) }
+        return (text, ends)
+    }
+
+    /// Runs the child, the paced writer and the reader; returns when the child has exited.
+    private func measure(_ teamlog: String, store: String, live: (bytes: [UInt8], ends: [Int]), stderr: String)
+        throws -> Outcome
+    {
+        let arguments = [
+            "ingest", "-", "--store", store, "--follow", "--flush-ms", "\(options.flushMs)", "--emit", options.emit,
+        ]
+        let (child, input, output) = try ChildProcess.spawnPiped(teamlog, arguments, stderr: stderr)
+        let total = live.ends.count
+        let rate = Double(options.rate)
+        // Line numbers of the child's input start at 1; line n was due at start + (n - 1) / rate.
+        let latencies = SharedLatencies(count: total)
+        let start = now() + 0.05
+        let (written, lastRead): (Int, Double) = try inParallel(
+            {
+                // The paced writer: whatever is due goes out in one write.
+                var sent = 0
+                defer { close(input) }
+                while sent < total {
+                    let due = min(total, Int(((now() - start) * rate).rounded(.down)) + 1)
+                    if due <= sent {
+                        usleep(200)
+                        continue
+                    }
+                    let from = sent == 0 ? 0 : live.ends[sent - 1]
+                    let to = live.ends[due - 1]
+                    let ok = live.bytes.withUnsafeBytes { raw in writeAll(input, raw.baseAddress! + from, to - from) }
+                    guard ok else { break }  // the child is gone
+                    sent = due
+                }
+                return sent
+            },
+            {
+                // The reader: each record's line number, timed when its read returned.
+                var buffer = [UInt8](repeating: 0, count: 1 << 20)
+                var carry: [UInt8] = []
+                var last = start
+                while true {
+                    let n = buffer.withUnsafeMutableBytes { read(output, $0.baseAddress!, $0.count) }
+                    if n < 0 && errno == EINTR { continue }
+                    if n <= 0 { break }
+                    let readAt = now()
+                    last = readAt
+                    carry += buffer[..<n]
+                    var lineStart = 0
+                    while let newline = carry[lineStart...].firstIndex(of: 0x0A) {
+                        if let line = Self.lineNumber(carry[lineStart..<newline]), line >= 1, line <= total {
+                            latencies.set(line - 1, (readAt - (start + Double(line - 1) / rate)) * 1000)
+                        }
+                        lineStart = newline + 1
+                    }
+                    carry.removeFirst(lineStart)
+                }
+                close(output)
+                return last
+            })
+        let run = child.wait()
+        var outcome = Outcome()
+        outcome.offered = written
+        outcome.latencies = latencies.values.filter { !$0.isNaN }.sorted()
+        outcome.answered = outcome.latencies.count
+        outcome.seconds = lastRead - start
+        outcome.child = run
+        return outcome
+    }
+
+    /// The value of the first `"line":` of a record, if any.
+    static func lineNumber(_ record: ArraySlice<UInt8>) -> Int? {
+        let key = Array("\"line\":".utf8)
+        var i = record.startIndex
+        while i + key.count <= record.endIndex {
+            if record[i] == key[0] && record[i..<(i + key.count)].elementsEqual(key) {
+                var j = i + key.count
+                var value = 0
+                var digits = 0
+                while j < record.endIndex, record[j] >= 0x30, record[j] <= 0x39 {
+                    value = value * 10 + Int(record[j] - 0x30)
+                    digits += 1
+                    j += 1
+                }
+                return digits > 0 ? value : nil
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    private func markdown(_ o: Outcome, loadBefore: String, generation: String) -> String {
+        let achieved = Double(o.answered) / max(o.seconds, 1e-9)
+        let p99 = o.percentile(0.99)
+        var md = "## teamlog-bench --stream: \(fmt(Double(options.rate))) ops/s offered for \(fmt(options.seconds, 1)) s\n\n"
+        md += "\(utcDate()) UTC, \(machineDescription()), load average \(loadBefore) before the run.\n"
+        md += "Workload: `SWIFT_DETERMINISTIC_HASHING=1 teamlog-gen \(generation)`; the first "
+        md += "\(fmt(Double(options.warmUp))) ops ingested first (untimed), the next \(fmt(Double(o.offered))) offered to "
+        md += "`teamlog ingest - --follow --flush-ms \(options.flushMs) --emit \(options.emit)` on its stdin.\n\n"
+        md += "| measure | value | bar |\n|---|---|---|\n"
+        md += "| sustained (records read ÷ time from the first line due to the last record read) | "
+        md += "\(fmt(achieved)) ops/s (\(fmt(Double(o.answered))) of \(fmt(Double(o.offered))) lines answered) | ≥ 49,000 |\n"
+        md += "| latency, line due → its record read: p50 / p99 / p99.9 / max | "
+        md += "\(fmt(o.percentile(0.5), 2)) / \(fmt(p99, 2)) / \(fmt(o.percentile(0.999), 2)) / "
+        md += "\(fmt(o.latencies.last ?? .nan, 2)) ms | p99 ≤ 10 ms |\n"
+        if let child = o.child {
+            md += "| the child's CPU (user + system) | \(fmt(child.cpuSeconds, 2)) s = "
+            md += "\(fmt(child.cpuSeconds / max(o.seconds, 1e-9) * 100))% of one core; "
+            md += "\(fmt(child.cpuSeconds / Double(max(o.answered, 1)) * 1e6, 1)) µs per op | |\n"
+            md += "| the child's peak RSS | \(fmt(Double(child.peakRSSBytes) / 1e6)) MB | |\n"
+            md += "| the child's ending | \(child.ending) | |\n"
+        }
+        md += "\nThe child's summary: `\(o.childSummary)`\n"
+        let met = achieved >= 49_000 && p99 <= 10
+        md += "\nBar: \(met ? "**met**" : "**missed**").\n"
+        return md
+    }
+
+    private func progress(_ line: String) {
+        print(line)
+        fflush(nil)
+    }
+}
+
+/// Latencies written by the reader thread and read after it joined.
+private final class SharedLatencies: @unchecked Sendable {
+    private(set) var values: [Double]
+    init(count: Int) { values = [Double](repeating: .nan, count: count) }
+    func set(_ index: Int, _ value: Double) { if values[index].isNaN { values[index] = value } }
+}
+
+/// Writes all `count` bytes; false when the reader is gone (EPIPE) or another error.
+private func writeAll(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Bool {
+    var offset = 0
+    while offset < count {
+        let n = write(fd, bytes + offset, count - offset)
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { return false }
+        offset += n
+    }
+    return true
+}
