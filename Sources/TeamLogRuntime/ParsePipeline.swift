@@ -93,3 +93,81 @@ final class ParsePipeline: @unchecked Sendable {
         thread = nil
     }
 }
+
+/// Stream mode on two cores: a thread reads the live feed and parses its lines, handing them over as soon
+/// as the input holds no further complete line (at most `chunkSize` at a time), so no line waits for
+/// others to arrive; the caller's thread decides and applies them in input order. On `requestStop` the
+/// thread hands over the complete lines it has already read (a pipe cannot give them back) and ends.
+final class FollowPipeline: @unchecked Sendable {
+    private let queue = ChunkQueue<ParsedLine>(depth: 64)
+    private var reader: LineReader
+    private let chunkSize: Int
+    private var thread: JoinableThread?
+    private let monitor = Monitor()
+    private var stopping = false
+
+    init(reader: LineReader, chunkSize: Int = 256) {
+        self.reader = reader
+        self.chunkSize = chunkSize
+    }
+
+    /// Starts the reading thread.
+    func start() throws {
+        guard let started = startThread(name: "tl-parse", { self.produce() }) else {
+            throw StoreError("cannot start the parsing thread")
+        }
+        thread = started
+    }
+
+    private func produce() {
+        var chunk: [ParsedLine] = []
+        chunk.reserveCapacity(chunkSize)
+        func handOver() -> Bool {
+            defer { chunk.removeAll(keepingCapacity: true) }
+            return chunk.isEmpty || queue.push(chunk)
+        }
+        do {
+            while true {
+                if monitor.locked({ stopping }) {
+                    while let line = reader.bufferedLine() { chunk.append(ParsedLine.parse(line)) }
+                    _ = handOver()
+                    break
+                }
+                // Idle: wait for input a while (then look for a stop); with lines in hand, only see whether
+                // more are there already.
+                switch try reader.next(timeoutMs: chunk.isEmpty ? 50 : 0) {
+                case .line(let line):
+                    chunk.append(ParsedLine.parse(line))
+                    if chunk.count == chunkSize { guard handOver() else { return } }
+                case .timeout:
+                    guard handOver() else { return }
+                case .end:
+                    _ = handOver()
+                    queue.close()
+                    return
+                }
+            }
+            queue.close()
+        } catch {
+            _ = handOver()
+            queue.close(failure: error)
+        }
+    }
+
+    /// The next lines in input order, waiting at most `timeoutMs`.
+    func next(timeoutMs: Int) throws -> ChunkQueue<ParsedLine>.Popped { try queue.pop(timeoutMs: timeoutMs) }
+
+    /// Hands back a consumed chunk to be freed on the reading thread.
+    func recycle(_ chunk: [ParsedLine]) { queue.recycle(chunk) }
+
+    /// Asks the reading thread to hand over the lines it has read and end.
+    func requestStop() { monitor.locked { stopping = true } }
+
+    /// Stops the reading thread (closing the queue) and waits for it.
+    func finish() {
+        requestStop()
+        queue.close()
+        thread?.join()
+        thread = nil
+    }
+}

@@ -45,8 +45,8 @@ public final class Processor {
     private var inBatch = 0
     /// Records of the batch the committer thread is writing (batch mode).
     private var inFlightOut: [UInt8] = []
-    /// Batch mode overlaps a batch's write with the next batch's work; stream mode commits in place so
-    /// each batch's records go out as soon as it is durable.
+    /// Batch and stream mode overlap a batch's write with the next batch's work; `commit()` (and the
+    /// processors of the HTTP writer, which commits for them) commit in place.
     private var pipelined = false
     public private(set) var summary = Summary()
     /// Batch mode (`run`) calls this on the processing thread after each chunk of lines (512) with the
@@ -199,34 +199,62 @@ public final class Processor {
 
     /// Stream mode: reads a live feed, group-committing every `batchSize` ops or `flushMs` after the first
     /// uncommitted op, whichever comes first; each batch's records reach the sink only after its commit.
-    /// Returns when the input ends or `stopRequested()` turns true (then what was read is committed).
-    public func follow(_ reader: inout LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
-        var deadline: Int64?
-        while !stopRequested() {
-            let now = MonotonicClock.milliseconds()
-            if let d = deadline, now >= d {
-                try commit()
-                deadline = nil
-                continue
-            }
-            let timeout = deadline.map { Int($0 - now) } ?? 100
-            switch try reader.next(timeoutMs: timeout) {
-            case .line(let line):
-                try process(line)
-                if inBatch == 0 && out.bytes.isEmpty {
-                    deadline = nil  // the batch just filled and committed
-                } else if deadline == nil {
-                    deadline = MonotonicClock.milliseconds() + Int64(flushMs)
+    /// Returns when the input ends or `stopRequested()` turns true (then every line already read is
+    /// answered and committed).
+    ///
+    /// Three threads, as in batch mode: one reads and parses lines and hands them over as soon as the input
+    /// has no further complete line; this one decides and applies them in input order; the store's
+    /// committer writes and fsyncs a batch while this one goes on with the next. A batch's records are
+    /// printed as soon as it is durable (looked for before every chunk of lines, and every millisecond
+    /// while input is idle). A batch whose time is up while the previous one is still being written keeps
+    /// taking lines until that one is durable, then starts at once: one batch in flight, batches durable
+    /// and printed in input order.
+    public func follow(_ reader: LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
+        let pipeline = FollowPipeline(reader: reader)
+        try pipeline.start()
+        pipelined = true
+        defer { pipelined = false }
+        var deadline: Int64?  // when the open batch's commit is due
+        var stopping = false
+        do {
+            loop: while true {
+                if !stopping && stopRequested() {
+                    stopping = true
+                    pipeline.requestStop()
                 }
-            case .timeout:
-                continue
-            case .end:
-                try commit()
-                return
+                if store.commitIsDone { try finishInFlight() }  // the durable batch's records go out now
+                let now = MonotonicClock.milliseconds()
+                if let d = deadline, now >= d, !store.isCommitting {
+                    try startCommit(inPlace: false)
+                    deadline = nil
+                    continue
+                }
+                var timeout = deadline.map { Int(max(0, $0 - now)) } ?? 100
+                if store.isCommitting || !inFlightOut.isEmpty { timeout = min(timeout, 1) }
+                if let d = deadline, now >= d { timeout = 1 }  // due, waiting for the batch in flight
+                switch try pipeline.next(timeoutMs: timeout) {
+                case .chunk(let chunk):
+                    for parsed in chunk {
+                        try process(parsed)
+                        if inBatch == 0 && out.bytes.isEmpty {
+                            deadline = nil  // the batch just filled and started committing
+                        } else if deadline == nil {
+                            deadline = MonotonicClock.milliseconds() + Int64(flushMs)
+                        }
+                    }
+                    pipeline.recycle(chunk)
+                case .timeout:
+                    continue
+                case .end:
+                    break loop
+                }
             }
+        } catch {
+            pipeline.finish()
+            try? finishInFlight()  // what was committed before the failure is still printed
+            throw error
         }
-        // Lines already taken from a pipe cannot be sent again by the producer: answer them before stopping.
-        while let line = reader.bufferedLine() { try process(line) }
+        pipeline.finish()
         try commit()
     }
 

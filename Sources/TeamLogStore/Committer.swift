@@ -128,17 +128,27 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     private let after: CommitJob?
     /// Waits until `after` is written (or failed).
     private let waitForLog: (CommitJob) -> Void
+    /// File-backed resident bytes over which the pages read are dropped (`Store.mappedBytesBudget`).
+    private let mappedBytesBudget: Int
 
     init(
         env: Environment, dbs: ProjectionDatabases, changes: [(ProjectionTable, [UInt8], [UInt8]?)],
-        checkpoint: Checkpoint, after: CommitJob?, waitForLog: @escaping (CommitJob) -> Void
+        checkpoint: Checkpoint, after: CommitJob?, mappedBytesBudget: Int,
+        waitForLog: @escaping (CommitJob) -> Void
     ) {
         self.env = env
         self.dbs = dbs
         self.changes = changes
         self.checkpoint = checkpoint
         self.after = after
+        self.mappedBytesBudget = mappedBytesBudget
         self.waitForLog = waitForLog
+    }
+
+    /// Whether the process's file-backed resident memory is over the budget (or unknown).
+    private var overBudget: Bool {
+        guard let mapped = ResidentMemory.fileBackedBytes() else { return true }
+        return mapped > mappedBytesBudget
     }
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
@@ -167,13 +177,14 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
                 let (table, key, value) = changes[index]
                 let db = dbs.table(table)
                 if let value { try txn.put(db, key: key, value: value) } else { try txn.delete(db, key: key) }
-                if n & (Self.releaseEvery - 1) == Self.releaseEvery - 1 { release?() }
+                if n & (Self.releaseEvery - 1) == Self.releaseEvery - 1, overBudget { release?() }
             }
             try dbs.writeCheckpoint(txn, checkpoint)
         }
         // The pages this transaction read through the map stay resident in this process otherwise, until
-        // its RSS holds the whole projection file; the page cache keeps them for the next reader.
-        env.releaseResidentPages()
+        // its RSS holds the whole projection file; the page cache keeps them for the next reader. Not below
+        // the budget: the writer would fault its hot pages in again.
+        if overBudget { env.releaseResidentPages() }
     }
 
     override func dropRecords() { changes = [] }

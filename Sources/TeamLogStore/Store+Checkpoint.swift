@@ -30,7 +30,8 @@ extension Store {
     func startCheckpoint(after job: CommitJob?) {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
         evictIfOverBudget()  // what the finished checkpoint made clean
-        env.releaseResidentPages()  // the log's pages read since (opId lookups), as the checkpointer does for its own
+        // The log's pages read since (opId lookups), as the checkpointer does for its own, over the budget.
+        if (ResidentMemory.fileBackedBytes() ?? Int.max) > mappedBytesBudget { env.releaseResidentPages() }
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
         bufferChanges()
@@ -39,7 +40,7 @@ extension Store {
         swap(&changes, &checkpointBuffer)
         let checkpoint = CheckpointJob(
             env: projectionEnv, dbs: pdbs, changes: changes, checkpoint: position, after: job,
-            waitForLog: { job in committer?.wait(job) })
+            mappedBytesBudget: mappedBytesBudget, waitForLog: { job in committer?.wait(job) })
         checkpointFailed = false
         world.clearChanges()
         opsSinceCheckpoint = 0

@@ -261,7 +261,7 @@ extension Store {
         }
         // A cold working set loads units all over the projection file (a new process's first batch read
         // ~500 MB of a 3M-op store's pages before its first commit): released as it goes.
-        if touchesSinceRelease >= Self.writerReleaseInterval { releaseResidentPages() }
+        if touchesSinceRelease >= Self.writerReleaseInterval { releaseResidentPagesIfOverBudget() }
     }
 
     /// Loads one unit (or one reader of a resident tally); `false` when the store has none.

@@ -96,7 +96,16 @@ public final class Monitor: @unchecked Sendable {
         mutex.initialize(to: pthread_mutex_t())
         cond.initialize(to: pthread_cond_t())
         pthread_mutex_init(mutex, nil)
-        pthread_cond_init(cond, nil)
+        #if canImport(Glibc)
+            // Timed waits measure on the monotonic clock (`wait(until:timeoutMs:)`), not wall time.
+            var attributes = pthread_condattr_t()
+            pthread_condattr_init(&attributes)
+            pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+            pthread_cond_init(cond, &attributes)
+            pthread_condattr_destroy(&attributes)
+        #else
+            pthread_cond_init(cond, nil)
+        #endif
     }
 
     deinit {
@@ -116,6 +125,25 @@ public final class Monitor: @unchecked Sendable {
     /// Inside `locked`: waits until `ready` holds, releasing the lock while waiting.
     public func wait(until ready: () -> Bool) {
         while !ready() { pthread_cond_wait(cond, mutex) }
+    }
+
+    /// Inside `locked`: waits until `ready` holds or `timeoutMs` milliseconds have passed, releasing the
+    /// lock while waiting; whether `ready` holds.
+    public func wait(until ready: () -> Bool, timeoutMs: Int) -> Bool {
+        if ready() { return true }
+        let deadline = MonotonicClock.nanoseconds() + Int64(max(0, timeoutMs)) * 1_000_000
+        while !ready() {
+            let left = deadline - MonotonicClock.nanoseconds()
+            if left <= 0 { return false }
+            #if canImport(Glibc)
+                var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                _ = pthread_cond_timedwait(cond, mutex, &ts)
+            #else
+                var ts = timespec(tv_sec: Int(left / 1_000_000_000), tv_nsec: Int(left % 1_000_000_000))
+                _ = pthread_cond_timedwait_relative_np(cond, mutex, &ts)
+            #endif
+        }
+        return true
     }
 
     /// Inside `locked`: wakes every waiter.
@@ -172,6 +200,28 @@ public final class ChunkQueue<T>: @unchecked Sendable {
             }
             monitor.broadcast()
             return chunks.removeFirst()
+        }
+    }
+
+    /// What `pop(timeoutMs:)` found.
+    public enum Popped {
+        case chunk([T])
+        /// Nothing came within the time.
+        case timeout
+        /// The queue is closed and empty.
+        case end
+    }
+
+    /// The next chunk, waiting at most `timeoutMs`; rethrows the producer's failure at the end.
+    public func pop(timeoutMs: Int) throws -> Popped {
+        try monitor.locked {
+            guard monitor.wait(until: { !chunks.isEmpty || closed }, timeoutMs: timeoutMs) else { return .timeout }
+            if chunks.isEmpty {
+                if let failure { throw failure }
+                return .end
+            }
+            monitor.broadcast()
+            return .chunk(chunks.removeFirst())
         }
     }
 

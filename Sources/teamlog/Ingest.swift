@@ -86,7 +86,7 @@ struct Ingest: ParsableCommand {
         do {
             if follow {
                 StopSignal.install()
-                try processor.follow(&reader, flushMs: max(0, flushMs)) { StopSignal.requested }
+                try processor.follow(reader, flushMs: max(0, flushMs)) { StopSignal.requested }
             } else {
                 try processor.run(&reader)
             }

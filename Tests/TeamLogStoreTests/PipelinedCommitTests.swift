@@ -2,6 +2,7 @@ import LMDB
 import TeamLog
 import TeamLogRuntime
 import TeamLogStore
+import TeamLogThreads
 import TeamLogWorkload
 import TestSupport
 import Testing
@@ -123,5 +124,98 @@ import Testing
         store = try Store(path: dir.child("s"), options: options)
         #expect(store.committedSeq == last)
         #expect(try store.audit().ok)
+    }
+
+    /// Stream mode (`follow`) over a pipe that stays open: each batch's records are printed once it is
+    /// durable (every event printed is at or below the committed seq when the sink sees it), without
+    /// waiting for the input to end or for more lines; and the whole run prints and stores exactly what
+    /// one batch of the same lines does.
+    @Test func streamModePrintsEachDurableBatchWhileTheFeedStaysOpen() throws {
+        let dir = TemporaryDirectory()
+        let lines = workload(600, seed: 3)
+        let whole = try ingest(lines, batchSize: 1_000_000, in: dir, name: "whole")
+
+        var options = Store.Options()
+        options.noSync = true
+        let store = try Store(path: dir.child("follow"), options: options)
+        var processorOptions = Processor.Options()
+        processorOptions.batchSize = 50
+        let sunk = SinkLog()
+        let processor = Processor(store: store, options: processorOptions, clock: { 5 }) { bytes in
+            sunk.append(bytes, committedSeq: store.committedSeq)
+        }
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        let writeEnd = fds[1]
+        let follower = try #require(
+            startThread {
+                try? processor.follow(LineReader(fd: fds[0], follow: true), flushMs: 1) { false }
+            })
+        func send(_ part: ArraySlice<String>) {
+            let bytes = Array((part.joined(separator: "\n") + "\n").utf8)
+            bytes.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let n = write(writeEnd, raw.baseAddress! + offset, raw.count - offset)
+                    guard n > 0 else { return }
+                    offset += n
+                }
+            }
+        }
+        // In three parts, each answered in full before the next is sent and while the pipe stays open.
+        var sent = 0
+        for end in [7, 300, lines.count] {
+            send(lines[sent..<end])
+            sent = end
+            let answered = sunk.waitForLines(end, timeoutSeconds: 30)
+            #expect(answered, "records of the first \(end) lines did not come while the feed was open")
+        }
+        close(writeEnd)
+        follower.join()
+        close(fds[0])
+        #expect(sunk.bytes == whole.output)
+        #expect(sunk.printedBeforeDurable == 0)
+        #expect(processor.summary.commits > 2)
+        #expect(try store.audit().tables.map(\.digest) == whole.audit.tables.map(\.digest))
+    }
+}
+
+/// What a processor's sink received, and whether each event it printed was durable by then.
+private final class SinkLog: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var _bytes: [UInt8] = []
+    private var _lastLine: UInt64 = 0
+    private var _early = 0
+
+    func append(_ bytes: [UInt8], committedSeq: UInt64) {
+        monitor.locked {
+            _bytes += bytes
+            for line in bytes.split(separator: 0x0A) {
+                // Records of ops carry their input line; deliveries and notices that follow do not.
+                if let number = Self.number(after: "\"line\":", in: line) { _lastLine = max(_lastLine, number) }
+                if let seq = Self.number(after: "\"seq\":", in: line), seq > committedSeq { _early += 1 }
+            }
+            monitor.broadcast()
+        }
+    }
+
+    var bytes: [UInt8] { monitor.locked { _bytes } }
+    var printedBeforeDurable: Int { monitor.locked { _early } }
+
+    /// Waits until the record of input line `n` came, or the time is up.
+    func waitForLines(_ n: Int, timeoutSeconds: Int) -> Bool {
+        monitor.locked { monitor.wait(until: { _lastLine >= UInt64(n) }, timeoutMs: timeoutSeconds * 1000) }
+    }
+
+    static func number(after key: String, in line: ArraySlice<UInt8>) -> UInt64? {
+        let k = Array(key.utf8)
+        guard let start = line.indices.first(where: { line[$0...].starts(with: k) }) else { return nil }
+        var value: UInt64 = 0
+        var i = start + k.count
+        while i < line.endIndex, line[i] >= 0x30, line[i] <= 0x39 {
+            value = value * 10 + UInt64(line[i] - 0x30)
+            i += 1
+        }
+        return value
     }
 }

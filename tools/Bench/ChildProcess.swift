@@ -20,6 +20,8 @@ struct ChildRun {
     /// address space until `exec`, and `exec` folds that address space's high-water mark into the child's
     /// figure. The bench therefore keeps itself small and measures that floor (`floorRSS`).
     var peakRSSBytes: Int
+    /// Minor page faults of the child (`ru_minflt`): pages mapped without I/O, a memory map's included.
+    var minorFaults: Int = 0
 
     /// True when it exited with status 0.
     var succeeded: Bool { exitStatus == 0 }
@@ -114,7 +116,7 @@ struct RunningChild {
             seconds: now() - started,
             cpuSeconds: Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
                 + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6,
-            peakRSSBytes: Int(usage.ru_maxrss) * 1024)
+            peakRSSBytes: Int(usage.ru_maxrss) * 1024, minorFaults: Int(usage.ru_minflt))
     }
 }
 

@@ -220,6 +220,8 @@ struct StreamBench {
             md += "\(fmt(child.cpuSeconds / max(o.seconds, 1e-9) * 100))% of one core; "
             md += "\(fmt(child.cpuSeconds / Double(max(o.answered, 1)) * 1e6, 1)) µs per op | |\n"
             md += "| the child's peak RSS | \(fmt(Double(child.peakRSSBytes) / 1e6)) MB | |\n"
+            md += "| the child's page faults (minor) | \(fmt(Double(child.minorFaults))) = "
+            md += "\(fmt(Double(child.minorFaults) / Double(max(o.answered, 1)), 2)) per op | |\n"
             md += "| the child's ending | \(child.ending) | |\n"
         }
         md += "\nThe child's summary: `\(o.childSummary)`\n"
