@@ -25,20 +25,8 @@ extension World {
                 }
                 return
             }
-            let team = try conversationTeam(m.to)
-            guard let member = team.member(actor) else {
-                throw Rejection(.notMember, "\(actor) is not a member of \(team.id)")
-            }
-            if member.isMuted(at: ts) {
-                let until = member.mutedUntil == -1 ? "with no end" : "until \(member.mutedUntil!)"
-                throw Rejection(.muted, "\(actor) is muted in \(team.id) \(until)")
-            }
-            if team.muted && !member.role.isAdmin {
-                throw Rejection(.teamMuted, "\(team.id) is muted: only the owner and managers may send")
-            }
-            for user in m.directedUserIds ?? [] where !team.isMember(user) {
-                throw Rejection(.notMember, "directed user \(user) is not a member of \(team.id)")
-            }
+            let index = try conversationTeam(m.to)
+            try Self.checkSender(actor, of: m, at: ts, in: teams.values[index])
 
         case .messageRead(let to, _):
             if to.kind == .p2p {
@@ -48,20 +36,21 @@ extension World {
                 return
             }
             // Reading is the reader's own position, not an op on the team: allowed on a dismissed team.
-            let team = try conversationTeam(to, allowDismissed: true)
-            if userConvs[actor]?[ConvKey(team: team.id, kind: team.kind)] == nil {
-                throw Rejection(.notMember, "\(actor) is not a member of \(team.id)")
+            let index = try conversationTeam(to, allowDismissed: true)
+            let key = ConvKey(team: to.id, kind: teams.values[index].kind)
+            if userConvs[actor]?[key] == nil {
+                throw Rejection(.notMember, "\(actor) is not a member of \(to.id)")
             }
 
         case .messageReceipt(let to, let ids):
             if to.kind == .p2p {
                 throw Rejection(.badField, "receipts are for team messages; \"to\" is a p2p conversation")
             }
-            let team = try conversationTeam(to)
-            let key = ConvKey(team: team.id, kind: team.kind)
+            let index = try conversationTeam(to)
+            let key = ConvKey(team: to.id, kind: teams.values[index].kind)
             for id in ids {
                 guard let message = messages[id], message.stored, message.conv == key else {
-                    throw Rejection(.noSuchMessage, "no message \(id) in \(team.id)")
+                    throw Rejection(.noSuchMessage, "no message \(id) in \(to.id)")
                 }
                 if message.isTip { throw Rejection(.notPermitted, "\(id) is a tip: tips take no receipts") }
                 guard message.needReceipt, let tally = receipts[id] else {
@@ -70,7 +59,7 @@ extension World {
                 if message.sender == actor {
                     throw Rejection(.notPermitted, "\(actor) sent \(id): senders send no receipt")
                 }
-                if !wasReceiver(actor, of: message, tally, in: team) {
+                if !wasReceiver(actor, of: message, tally, in: teams.values[index]) {
                     throw Rejection(.notPermitted, "\(actor) did not receive \(id)")
                 }
             }
@@ -92,7 +81,9 @@ extension World {
 
     /// Whether `user` received a `needReceipt` team message: one of its directed receivers, or a member
     /// when it was sent (from the roster and its ended memberships), not its sender.
-    func wasReceiver(_ user: Id, of message: StoredMessage, _ tally: ReceiptState, in team: TeamState) -> Bool {
+    func wasReceiver(_ user: Id, of message: StoredMessage, _ tally: ReceiptState, in team: borrowing TeamState)
+        -> Bool
+    {
         if let directed = tally.directedReceivers { return directed.contains(user) }
         return user != message.sender && team.wasMember(user, at: message.seq)
     }
@@ -111,20 +102,41 @@ extension World {
         }
     }
 
-    /// The team a team conversation names: it exists, has that kind and is not dismissed (unless allowed).
-    func conversationTeam(_ to: Conversation, allowDismissed: Bool = false) throws(Rejection) -> TeamState {
-        let team = try liveTeamOrDismissed(to.id)
-        let kind: Conversation.Kind = team.kind == .team ? .team : .superTeam
-        if kind != to.kind {
-            throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(team.kind.rawValue))")
+    /// The sender rules of a team message (SPEC §1.2): a member, not muted, not in a muted team unless an
+    /// admin, and every directed user a member. `team` is borrowed where it lies in `teams`: a copy of a
+    /// `TeamState` retains and releases its every field (profiled: 2% of the writer's samples).
+    static func checkSender(_ actor: Id, of m: MessageSend, at ts: Int64, in team: borrowing TeamState)
+        throws(Rejection)
+    {
+        guard let member = team.member(actor) else {
+            throw Rejection(.notMember, "\(actor) is not a member of \(team.id)")
         }
-        if team.dismissed && !allowDismissed { throw Rejection(.dismissed, "team \(to.id) was dismissed") }
-        return team
+        if member.isMuted(at: ts) {
+            let until = member.mutedUntil == -1 ? "with no end" : "until \(member.mutedUntil!)"
+            throw Rejection(.muted, "\(actor) is muted in \(team.id) \(until)")
+        }
+        if team.muted && !member.role.isAdmin {
+            throw Rejection(.teamMuted, "\(team.id) is muted: only the owner and managers may send")
+        }
+        for user in m.directedUserIds ?? [] where !team.isMember(user) {
+            throw Rejection(.notMember, "directed user \(user) is not a member of \(team.id)")
+        }
     }
 
-    private func liveTeamOrDismissed(_ id: Id) throws(Rejection) -> TeamState {
-        guard let team = teams[id] else { throw Rejection(.noSuchTeam, "no team \(id)") }
-        return team
+    /// The team a team conversation names — it exists, has that kind and is not dismissed (unless
+    /// allowed) — as its index in `teams`, so the caller reads it in place rather than copying it.
+    func conversationTeam(_ to: Conversation, allowDismissed: Bool = false) throws(Rejection)
+        -> Dictionary<Id, TeamState>.Index
+    {
+        guard let index = teams.index(forKey: to.id) else { throw Rejection(.noSuchTeam, "no team \(to.id)") }
+        let kind = teams.values[index].kind
+        if (kind == .team ? Conversation.Kind.team : .superTeam) != to.kind {
+            throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(kind.rawValue))")
+        }
+        if teams.values[index].dismissed && !allowDismissed {
+            throw Rejection(.dismissed, "team \(to.id) was dismissed")
+        }
+        return index
     }
 
     // MARK: Applying
@@ -174,20 +186,24 @@ extension World {
 
     private mutating func sendTeam(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
         let seq = event.seq
-        let team = teams[m.to.id]!
-        let key = ConvKey(team: team.id, kind: team.kind)
-        let senderMember = team.member(sender)!
-        let directed = m.directedUserIds.map { users in bitset(users, in: team) }
-        let mentions = m.mentions.isEmpty ? nil : bitset(m.mentions, in: team)
+        // The team is read where it lies in `teams` (`index`), not copied: a copy of a `TeamState` retains
+        // and releases its every field. Its roster (`slots`, copy-on-write: one retain) is what the
+        // receivers are read from, and what a delivery keeps.
+        let index = teams.index(forKey: m.to.id)!
+        let key = ConvKey(team: m.to.id, kind: teams.values[index].kind)
+        let senderMember = teams.values[index].member(sender)!
+        let directed = m.directedUserIds.map { users in Self.bitset(users, in: teams.values[index]) }
+        let mentions = m.mentions.isEmpty ? nil : Self.bitset(m.mentions, in: teams.values[index])
         let silenceAll: SilenceReason? =
             m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
         fanOut.run(
-            team.bits,
+            teams.values[index].bits,
             FanOut.Message(
                 senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
                 onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
+        let slots = teams.values[index].slots
         stats.messages += 1
-        stats.memberDecisions += team.memberCount
+        stats.memberDecisions += teams.values[index].memberCount
         stats.deliveries += MemberBits.count(fanOut.receivers)
 
         // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
@@ -210,7 +226,7 @@ extension World {
         } else {
             let updatesLast = m.isStored && !m.disableUpdateLastMessage
             MemberBits.forEachSlot(fanOut.receivers) { slot in
-                let user = team.slots[slot]!.user
+                let user = slots[slot]!.user
                 if m.counts { indexed(.directed(key, user, seq, ordinal: nextOrdinal(user, key, \.directedTotal))) }
                 if updatesLast { setIndividualLast(user, key, ref) }
             }
@@ -223,13 +239,15 @@ extension World {
             var receivers: [Id]?
             if directed != nil {
                 receivers = []
-                MemberBits.forEachSlot(fanOut.receivers) { receivers!.append(team.slots[$0]!.user) }
+                MemberBits.forEachSlot(fanOut.receivers) { receivers!.append(slots[$0]!.user) }
             }
             receipts[m.messageId] = ReceiptState(
                 receiverCount: MemberBits.count(fanOut.receivers), directedReceivers: receivers)
             touchAppended(.receipt(m.messageId))
         }
-        if wantsDeliveries { out.append(.delivery(teamDelivery(team, seq: seq, to: m.to, messageId: m.messageId))) }
+        if wantsDeliveries {
+            out.append(.delivery(Delivery(seq: seq, to: m.to, messageId: m.messageId, fanOut: fanOut, roster: slots)))
+        }
     }
 
     private mutating func sendP2P(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
@@ -303,7 +321,7 @@ extension World {
     }
 
     /// A bitset of the slots of `users` who are members.
-    private func bitset(_ users: [Id], in team: TeamState) -> [UInt64] {
+    private static func bitset(_ users: [Id], in team: borrowing TeamState) -> [UInt64] {
         var words = [UInt64](repeating: 0, count: team.bits.wordCount)
         for user in users {
             if let slot = team.slotOf[user] { MemberBits.set(&words, Int(slot), true) }
