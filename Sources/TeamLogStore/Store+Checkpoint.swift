@@ -29,7 +29,9 @@ extension Store {
     /// them once that batch is durable. The state's change set starts again empty.
     func startCheckpoint(after job: CommitJob?) {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
-        evictIfOverBudget()  // what the finished checkpoint made clean
+        // What the finished checkpoint made clean: a step sized by the batch (all the ops since the last
+        // checkpoint for an explicit one), the rest at the next commits.
+        evictIfOverBudget(ops: job?.events.count ?? opsSinceCheckpoint)
         // The log's pages read since (opId lookups), as the checkpointer does for its own, over the budget.
         if (ResidentMemory.fileBackedBytes() ?? Int.max) > mappedBytesBudget { env.releaseResidentPages() }
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)

@@ -461,7 +461,11 @@ public final class Store {
         pendingOpIds.removeAll(keepingCapacity: true)
         bufferChanges()
         touchesSinceRelease += job.events.count
-        if checkpointDue { startCheckpoint(after: job) }
+        if checkpointDue {
+            startCheckpoint(after: job)
+        } else {
+            continueEviction(ops: job.events.count)
+        }
         if touchesSinceRelease >= Self.writerReleaseInterval {
             // Not only at checkpoints: the lookups of a batch (duplicate ids, units loaded) read pages all
             // over files that grow with history, ~2 pages per op once the store is larger than what a

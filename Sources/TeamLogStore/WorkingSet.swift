@@ -51,6 +51,9 @@ struct WorkingSet {
     var onlyEvictedAreStored = false
     /// The units evicted so far, when `onlyEvictedAreStored` (made at the first eviction).
     var evicted: BloomFilter?
+    /// A sweep stopped at its step's limit with the state still over its target: it goes on at the next
+    /// commit (`Store.continueEviction`).
+    var sweepUnfinished = false
     /// Set for a projections-only replay (`Store.projectionsOnly`), which evicts wholesale
     /// (`evictWholesaleIfOverBudget`) instead of unit by unit: no `clock` is kept.
     var wholesale = false
@@ -348,17 +351,33 @@ extension Store {
     }
 
     /// After a checkpoint is committed, as the next one starts: when the resident state is over budget,
-    /// evicts the least recently named clean units (by epoch: see `WorkingSet`) down to three quarters of
-    /// the budget; then closes the epoch at the seq the starting checkpoint covers.
-    func evictIfOverBudget() {
+    /// starts a sweep that evicts the least recently named clean units (by epoch: see `WorkingSet`) down to
+    /// three quarters of the budget — a step of it now, the rest at the following commits
+    /// (`continueEviction`); then closes the epoch at the seq the starting checkpoint covers. `ops`: the
+    /// batch being committed, which sizes the step as at any commit.
+    func evictIfOverBudget(ops: Int) {
         guard !workingSet.wholesale else { return }  // `evictWholesaleIfOverBudget` instead
-        evictIfOverBudget(&world)
+        evictIfOverBudget(&world, steps: Self.evictionStep(ops: ops))
         workingSet.trimEpochs()
         workingSet.closeEpoch(at: world.lastSeq)
     }
 
+    /// At a commit: the next step of a sweep that is not finished, if any. A sweep of a quarter of the
+    /// budget visits ~10⁵ units (measured: 300–400 ms of the writer's thread at once, the stream's worst
+    /// latencies); in steps, a batch of `n` ops pays for at most `1,024 + 8n` of them.
+    func continueEviction(ops: Int) {
+        guard !workingSet.wholesale, workingSet.sweepUnfinished else { return }
+        evictIfOverBudget(&world, steps: Self.evictionStep(ops: ops))
+        workingSet.trimEpochs()
+    }
+
+    /// Units a sweep step may visit for a batch of `ops` ops: more than a batch can make resident (a few
+    /// units per op), so a sweep finishes while the working set grows.
+    static func evictionStep(ops: Int) -> Int { 1_024 + 8 * ops }
+
     /// Works on the state in place, as `prefetch` does (a non-mutating call on the stored `world` copies it).
-    private func evictIfOverBudget(_ world: inout World) {
+    /// Visits at most `steps` entries of the queue; sets `sweepUnfinished` when it stopped for that alone.
+    private func evictIfOverBudget(_ world: inout World, steps: Int) {
         stampUnstamped(in: &world)
         // Units named in many epochs, or named and never made, leave stale entries behind; drop them when
         // they outnumber the resident units (a store under its budget never sweeps).
@@ -371,12 +390,21 @@ extension Store {
         }
         let budget = workingSet.budgetBytes
         var estimate = world.residentBytesEstimate
-        guard estimate > budget else { return }
-        workingSet.stats.sweeps += 1
+        if !workingSet.sweepUnfinished {
+            guard estimate > budget else { return }
+            workingSet.stats.sweeps += 1
+        }
+        workingSet.sweepUnfinished = false
         let clean = checkpoint.seq
         let target = budget / 4 * 3
+        var visited = 0
         while estimate > target, let (key, e) = workingSet.clock.first {
             guard let end = workingSet.end(ofEpoch: e), end <= clean else { break }  // not all clean
+            if visited == steps {
+                workingSet.sweepUnfinished = true  // the rest at the next commits
+                break
+            }
+            visited += 1
             _ = workingSet.clock.popFirst()
             // Gone (evicted wholesale, a state replaced since), or named in a later epoch: stale.
             guard let named = world.stamp(of: key), workingSet.isLive(epoch: e, stamp: named) else { continue }

@@ -138,4 +138,53 @@ import Testing
         #expect(try h.store.teamView("d1")?["members"]?.arrayValue?.count == 3)
         #expect(try h.store.audit().ok)
     }
+
+    /// A sweep is spread over commits: a checkpoint starts it with a step sized by the batch committed
+    /// (`1,024 + 8 × ops` queue entries at most), and each following commit takes the next step, without
+    /// waiting for another checkpoint, until the resident state is down to three quarters of the budget.
+    /// (One sweep at once took 300–400 ms of the writer's thread in a stream: its worst latencies.)
+    @Test func aSweepIsSpreadOverTheFollowingCommits() throws {
+        let dir = TemporaryDirectory()
+        var options = Store.Options()
+        options.noSync = true
+        options.cacheBytes = 32 << 10
+        options.checkpointOps = 1 << 40  // checkpoints only when asked
+        options.checkpointMs = 1 << 40
+        let store = try Store(path: dir.child("s"), options: options)
+        let lines = Self.mixedLines(count: 4_000, seed: 11)
+        var ops = lines.compactMap { try? OpParser.parse(line: $0).get() }[...]
+        func submitOne() throws {
+            guard let op = ops.popFirst() else { throw StoreError("the workload ran out") }
+            _ = try store.submit(op, now: 0)
+        }
+        for _ in 0..<3_000 { try submitOne() }
+        try store.commit()
+        try store.checkpointNow()  // every unit resident now is clean once this checkpoint is committed
+        let before = store.workingSetStats  // over budget with nothing clean yet: nothing evicted
+        #expect(before.evictions == 0, "\(before)")
+        try submitOne()
+        try store.commit()
+        try store.checkpointNow()  // the sweep starts: a step for one op
+        let first = store.workingSetStats
+        #expect(first.sweeps == before.sweeps + 1, "\(first)")
+        #expect(first.evictions > 0 && first.evictions <= 1_024 + 8, "\(first)")
+        #expect(first.residentBytes > first.budgetBytes / 4 * 3, "one step cannot have finished it: \(first)")
+        var previous = first.evictions
+        var commits = 0
+        while store.workingSetStats.residentBytes > first.budgetBytes / 4 * 3 && commits < 200 {
+            try submitOne()
+            try store.commit()
+            commits += 1
+            let now = store.workingSetStats
+            #expect(now.sweeps == first.sweeps, "no new sweep without a checkpoint: \(now)")
+            #expect(now.evictions - previous <= 1_024 + 8, "one step per commit: \(now)")
+            previous = now.evictions
+        }
+        let last = store.workingSetStats
+        #expect(commits >= 2, "the sweep took \(commits) more commits: \(last)")
+        #expect(last.evictions > first.evictions, "\(last)")
+        #expect(last.residentBytes <= last.budgetBytes, "\(last)")
+        try store.checkpointNow()
+        #expect(try store.audit().ok)
+    }
 }

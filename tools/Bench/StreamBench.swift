@@ -3,11 +3,14 @@
 //
 //   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
 //   .build/release/teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N]
-//                                [--flush-ms T] [--stream-emit all|events|none] [--seed S] [--max-team N] [--out DIR]
+//                                [--stream-live-warm-up N] [--flush-ms T] [--stream-emit all|events]
+//                                [--seed S] [--max-team N] [--out DIR]
 //
 // Generates issue 11's chat workload with teamlog-gen, ingests its first `--stream-warm-up` ops into a new
-// store (untimed: the teams exist and have history), then starts `teamlog ingest - --follow` on that store
-// as a child process and writes the next `rate × seconds` lines to its stdin on a fixed schedule (line i
+// store (untimed: the teams exist and have history) — all but the last `--stream-live-warm-up` with
+// `teamlog ingest FILE`, those last ones through the stream child itself, as fast as it takes them, so the
+// timed part meets a warm process — then writes the next `rate × seconds` lines to the stdin of that
+// `teamlog ingest - --follow` child on a fixed schedule (line i
 // is due at start + i / rate; whatever is due is written at once, checked every 0.2 ms), while a second
 // thread reads its stdout. A line's latency is from when it was due — not when the bench managed to write
 // it, so a child that stops reading is charged for the wait (no coordinated omission) — to when the
@@ -25,6 +28,10 @@ struct StreamBench {
         var rate = 50_000
         var seconds = 10.0
         var warmUp = 500_000
+        /// Of the warm-up, the ops written to the stream child itself (as fast as it takes them, untimed)
+        /// before the schedule starts, so the timed part meets a warm process — its working set loaded —
+        /// as a stream processor in steady state would be.
+        var liveWarmUp = 100_000
         /// `--flush-ms` of the child: the longest a batch waits for more ops before its commit starts.
         var flushMs = 2
         /// `--emit` of the child (`none` prints nothing, so nothing could be timed: not allowed).
@@ -34,6 +41,10 @@ struct StreamBench {
         var teams = 3_000
         var maxTeam = 2_000
         var outDir = "."
+        /// More arguments for the stream child (`--checkpoint-ms 500`, `--cache-mb 512`, …).
+        var childArguments: [String] = []
+        /// Each timed line's due time (s from the start) and latency (ms), one per line, for finding stalls.
+        var latencyLog: String?
     }
 
     let options: Options
@@ -48,6 +59,9 @@ struct StreamBench {
         var latencies: [Double] = []
         var child: ChildRun?
         var childSummary = ""
+        /// The live warm-up: ops and the seconds until the last one's record was read.
+        var warmUpOps = 0
+        var warmUpSeconds = 0.0
 
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
@@ -79,11 +93,15 @@ struct StreamBench {
             environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
         guard generation.succeeded else { throw BenchError("teamlog-gen \(generation.ending): \(readText(err))") }
         var splitter = try ChunkSplitter(path: files.workload)
-        let warmLines = try splitter.copy(lines: options.warmUp, to: files.warm)
+        let liveWarm = min(options.liveWarmUp, options.warmUp)
+        let warmLines = try splitter.copy(lines: options.warmUp - liveWarm, to: files.warm)
+        let liveWarmLines = try splitter.copy(lines: liveWarm, to: files.live + ".warm")
         let liveLines = try splitter.copy(lines: offered, to: files.live)
         splitter.close()
         unlink(files.workload)
-        guard liveLines == offered else { throw BenchError("the workload has \(liveLines) lines after the warm-up") }
+        guard liveLines == offered, liveWarmLines == liveWarm else {
+            throw BenchError("the workload has \(liveLines) lines after the warm-up")
+        }
 
         progress("warm-up: ingesting \(fmt(Double(warmLines))) ops (untimed)…")
         let warm = try ChildProcess.run(
@@ -92,12 +110,14 @@ struct StreamBench {
         unlink(files.warm)
 
         let live = try readLines(files.live)
+        let warmPart = try readLines(files.live + ".warm")
         unlink(files.live)
+        unlink(files.live + ".warm")
         let loadBefore = loadAverage()
         progress(
             "offering \(fmt(Double(offered))) ops at \(fmt(Double(options.rate))) ops/s to `teamlog ingest - --follow "
                 + "--flush-ms \(options.flushMs) --emit \(options.emit)`…")
-        var outcome = try measure(teamlog, store: store, live: live, stderr: err)
+        var outcome = try measure(teamlog, store: store, warm: warmPart, live: live, stderr: err)
         outcome.childSummary = readText(err).split(separator: "\n").last.map(String.init) ?? ""
         let report = markdown(outcome, loadBefore: loadBefore, generation: genArguments.joined(separator: " "))
         print(report)
@@ -114,20 +134,34 @@ struct StreamBench {
         return (text, ends)
     }
 
-    /// Runs the child, the paced writer and the reader; returns when the child has exited.
-    private func measure(_ teamlog: String, store: String, live: (bytes: [UInt8], ends: [Int]), stderr: String)
-        throws -> Outcome
-    {
+    /// Runs the child: first the live warm-up lines as fast as it takes them (until the record of the
+    /// last one is read), then the timed lines on their schedule with a paced writer and a reader on two
+    /// threads; returns when the child has exited.
+    private func measure(
+        _ teamlog: String, store: String, warm: (bytes: [UInt8], ends: [Int]), live: (bytes: [UInt8], ends: [Int]),
+        stderr: String
+    ) throws -> Outcome {
         let arguments = [
             "ingest", "-", "--store", store, "--follow", "--flush-ms", "\(options.flushMs)", "--emit", options.emit,
-        ]
+        ] + options.childArguments
         let (child, input, output) = try ChildProcess.spawnPiped(teamlog, arguments, stderr: stderr)
+        let records = RecordReader(fd: output)
+        // The live warm-up: lines 1...W.
+        let warmCount = warm.ends.count
+        let warmStart = now()
+        if warmCount > 0 {
+            let (_, seen) = try inParallel(
+                { warm.bytes.withUnsafeBytes { raw in writeAll(input, raw.baseAddress!, raw.count) } },
+                { records.read(untilLine: warmCount) { _, _ in } })
+            guard seen else { throw BenchError("the stream child ended during the live warm-up") }
+        }
+        let warmSeconds = now() - warmStart
+        // The timed lines: W+1...W+N; line W+i was due at start + (i - 1) / rate.
         let total = live.ends.count
         let rate = Double(options.rate)
-        // Line numbers of the child's input start at 1; line n was due at start + (n - 1) / rate.
         let latencies = SharedLatencies(count: total)
-        let start = now() + 0.05
-        let (written, lastRead): (Int, Double) = try inParallel(
+        let start = now() + 0.01
+        let (written, _): (Int, Bool) = try inParallel(
             {
                 // The paced writer: whatever is due goes out in one write.
                 var sent = 0
@@ -148,35 +182,30 @@ struct StreamBench {
             },
             {
                 // The reader: each record's line number, timed when its read returned.
-                var buffer = [UInt8](repeating: 0, count: 1 << 20)
-                var carry: [UInt8] = []
-                var last = start
-                while true {
-                    let n = buffer.withUnsafeMutableBytes { read(output, $0.baseAddress!, $0.count) }
-                    if n < 0 && errno == EINTR { continue }
-                    if n <= 0 { break }
-                    let readAt = now()
-                    last = readAt
-                    carry += buffer[..<n]
-                    var lineStart = 0
-                    while let newline = carry[lineStart...].firstIndex(of: 0x0A) {
-                        if let line = Self.lineNumber(carry[lineStart..<newline]), line >= 1, line <= total {
-                            latencies.set(line - 1, (readAt - (start + Double(line - 1) / rate)) * 1000)
-                        }
-                        lineStart = newline + 1
+                records.read(untilLine: Int.max) { line, readAt in
+                    let i = line - warmCount
+                    if i >= 1 && i <= total {
+                        latencies.set(i - 1, (readAt - (start + Double(i - 1) / rate)) * 1000)
                     }
-                    carry.removeFirst(lineStart)
                 }
-                close(output)
-                return last
             })
+        close(output)
         let run = child.wait()
         var outcome = Outcome()
         outcome.offered = written
+        if let path = options.latencyLog {
+            var text = ""
+            for (i, latency) in latencies.values.enumerated() {
+                text += "\(fmt(Double(i) / rate, 4))\t\(latency.isNaN ? "lost" : fmt(latency, 3))\n"
+            }
+            writeFile(path, text)
+        }
         outcome.latencies = latencies.values.filter { !$0.isNaN }.sorted()
         outcome.answered = outcome.latencies.count
-        outcome.seconds = lastRead - start
+        outcome.seconds = records.lastRead - start
         outcome.child = run
+        outcome.warmUpOps = warmCount
+        outcome.warmUpSeconds = warmSeconds
         return outcome
     }
 
@@ -207,8 +236,11 @@ struct StreamBench {
         var md = "## teamlog-bench --stream: \(fmt(Double(options.rate))) ops/s offered for \(fmt(options.seconds, 1)) s\n\n"
         md += "\(utcDate()) UTC, \(machineDescription()), load average \(loadBefore) before the run.\n"
         md += "Workload: `SWIFT_DETERMINISTIC_HASHING=1 teamlog-gen \(generation)`; the first "
-        md += "\(fmt(Double(options.warmUp))) ops ingested first (untimed), the next \(fmt(Double(o.offered))) offered to "
-        md += "`teamlog ingest - --follow --flush-ms \(options.flushMs) --emit \(options.emit)` on its stdin.\n\n"
+        md += "\(fmt(Double(options.warmUp - o.warmUpOps))) ops ingested first by `teamlog ingest FILE` (untimed); then "
+        md += "`teamlog ingest - --follow --flush-ms \(options.flushMs) --emit \(options.emit)"
+        md += "\(options.childArguments.map { " " + $0 }.joined())` started, took the next "
+        md += "\(fmt(Double(o.warmUpOps))) as fast as it could (untimed: \(fmt(o.warmUpSeconds, 1)) s, so its working set "
+        md += "is warm), and was offered the next \(fmt(Double(o.offered))) on a fixed schedule.\n\n"
         md += "| measure | value | bar |\n|---|---|---|\n"
         md += "| sustained (records read ÷ time from the first line due to the last record read) | "
         md += "\(fmt(achieved)) ops/s (\(fmt(Double(o.answered))) of \(fmt(Double(o.offered))) lines answered) | ≥ 49,000 |\n"
@@ -216,12 +248,11 @@ struct StreamBench {
         md += "\(fmt(o.percentile(0.5), 2)) / \(fmt(p99, 2)) / \(fmt(o.percentile(0.999), 2)) / "
         md += "\(fmt(o.latencies.last ?? .nan, 2)) ms | p99 ≤ 10 ms |\n"
         if let child = o.child {
-            md += "| the child's CPU (user + system) | \(fmt(child.cpuSeconds, 2)) s = "
-            md += "\(fmt(child.cpuSeconds / max(o.seconds, 1e-9) * 100))% of one core; "
-            md += "\(fmt(child.cpuSeconds / Double(max(o.answered, 1)) * 1e6, 1)) µs per op | |\n"
+            md += "| the child's CPU (user + system, warm-up included) | \(fmt(child.cpuSeconds, 2)) s; "
+            md += "\(fmt(child.cpuSeconds / Double(max(o.answered + o.warmUpOps, 1)) * 1e6, 1)) µs per op | |\n"
             md += "| the child's peak RSS | \(fmt(Double(child.peakRSSBytes) / 1e6)) MB | |\n"
             md += "| the child's page faults (minor) | \(fmt(Double(child.minorFaults))) = "
-            md += "\(fmt(Double(child.minorFaults) / Double(max(o.answered, 1)), 2)) per op | |\n"
+            md += "\(fmt(Double(child.minorFaults) / Double(max(o.answered + o.warmUpOps, 1)), 2)) per op | |\n"
             md += "| the child's ending | \(child.ending) | |\n"
         }
         md += "\nThe child's summary: `\(o.childSummary)`\n"
@@ -233,6 +264,41 @@ struct StreamBench {
     private func progress(_ line: String) {
         print(line)
         fflush(nil)
+    }
+}
+
+/// Reads a child's records from a pipe and hands each record's line number to a callback with the time
+/// its read returned. Used by one thread at a time (the warm-up's, then the timed phase's).
+private final class RecordReader: @unchecked Sendable {
+    private let fd: Int32
+    private var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    private var carry: [UInt8] = []
+    private(set) var lastRead = 0.0
+
+    init(fd: Int32) { self.fd = fd }
+
+    /// Reads until the record of input line `untilLine` (or a later one) came — true — or the pipe
+    /// ended — false.
+    func read(untilLine: Int, _ each: (_ line: Int, _ readAt: Double) -> Void) -> Bool {
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            let readAt = now()
+            lastRead = readAt
+            carry += buffer[..<n]
+            var lineStart = 0
+            var reached = false
+            while let newline = carry[lineStart...].firstIndex(of: 0x0A) {
+                if let line = StreamBench.lineNumber(carry[lineStart..<newline]) {
+                    each(line, readAt)
+                    if line >= untilLine { reached = true }
+                }
+                lineStart = newline + 1
+            }
+            carry.removeFirst(lineStart)
+            if reached { return true }
+        }
     }
 }
 

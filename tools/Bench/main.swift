@@ -111,6 +111,9 @@ func run() throws {
         case "--stream-rate": streamOptions.rate = Int(args.next()!)!
         case "--stream-seconds": streamOptions.seconds = Double(args.next()!)!
         case "--stream-warm-up": streamOptions.warmUp = Int(args.next()!)!
+        case "--stream-live-warm-up": streamOptions.liveWarmUp = Int(args.next()!)!
+        case "--stream-latency-log": streamOptions.latencyLog = args.next()!
+        case "--stream-child-args": streamOptions.childArguments = args.next()!.split(separator: " ").map(String.init)
         case "--stream-emit": streamOptions.emit = args.next()!
         case "--flush-ms": streamOptions.flushMs = Int(args.next()!)!
         case "--scale-ops": scaleOptions.ops = Int(args.next()!)!
@@ -132,7 +135,8 @@ func run() throws {
                     + " [--keep]")
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
             print(
-                "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N]"
+                "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--stream-live-warm-up N]"
+                    + " [--stream-latency-log FILE] [--stream-child-args \"ARGS\"]"
                     + " [--flush-ms T] [--stream-emit all|events] [--seed S] [--max-team N] [--out DIR]")
             exit(2)
         }
