@@ -37,78 +37,32 @@ public struct ParsedLine: Sendable {
     }
 }
 
-/// Batch mode on two cores: a thread reads and parses lines into chunks while the caller's thread
-/// decides and applies them in input order (and the store's committer thread writes full batches).
-/// Parsing needs no state, so it overlaps freely; order and determinism are unchanged because chunks
-/// are consumed in the order they were read.
+/// Reading and parsing on a second thread (`tl-parse`) while the caller's thread decides and applies the
+/// lines in input order (and the store's committer thread writes batches). Parsing needs no state, so it
+/// overlaps freely; order and determinism are unchanged because chunks are consumed in the order they
+/// were read.
+///
+/// - `.batch` (a file): full chunks of `chunkSize` lines, each with the input bytes consumed through it
+///   (for progress).
+/// - `.live` (`--follow`): lines are handed over as soon as the input holds no further complete line (at
+///   most `chunkSize` at a time), so no line waits for others to arrive. On `requestStop` the thread hands
+///   over the complete lines it has already read (a pipe cannot give them back) and ends.
 final class ParsePipeline: @unchecked Sendable {
-    private let queue = ChunkQueue<ParsedLine>()
+    enum Mode { case batch, live }
+
+    private let queue: ChunkQueue<ParsedLine>
     private var reader: LineReader
-    private let chunkSize: Int
-    private var thread: JoinableThread?
-
-    init(reader: LineReader, chunkSize: Int = 512) {
-        self.reader = reader
-        self.chunkSize = chunkSize
-    }
-
-    /// Starts the reading thread.
-    func start() throws {
-        guard let started = startThread(name: "tl-parse", { self.produce() }) else {
-            throw StoreError("cannot start the parsing thread")
-        }
-        thread = started
-    }
-
-    private func produce() {
-        var chunk: [ParsedLine] = []
-        chunk.reserveCapacity(chunkSize)
-        do {
-            while let line = try reader.next() {
-                var parsed = ParsedLine.parse(line)
-                parsed.endOffset = reader.bytesConsumed
-                chunk.append(parsed)
-                if chunk.count == chunkSize {
-                    guard queue.push(chunk) else { return }
-                    chunk.removeAll(keepingCapacity: true)
-                }
-            }
-            if !chunk.isEmpty { _ = queue.push(chunk) }
-            queue.close()
-        } catch {
-            queue.close(failure: error)
-        }
-    }
-
-    /// The next chunk in input order, or `nil` at the end; rethrows a read error.
-    func next() throws -> [ParsedLine]? { try queue.pop() }
-
-    /// Hands back a consumed chunk to be freed on the reading thread.
-    func recycle(_ chunk: [ParsedLine]) { queue.recycle(chunk) }
-
-    /// Stops the producer (after a failure of the consumer) and waits for it.
-    func finish() {
-        queue.close()
-        thread?.join()
-        thread = nil
-    }
-}
-
-/// Stream mode on two cores: a thread reads the live feed and parses its lines, handing them over as soon
-/// as the input holds no further complete line (at most `chunkSize` at a time), so no line waits for
-/// others to arrive; the caller's thread decides and applies them in input order. On `requestStop` the
-/// thread hands over the complete lines it has already read (a pipe cannot give them back) and ends.
-final class FollowPipeline: @unchecked Sendable {
-    private let queue = ChunkQueue<ParsedLine>(depth: 64)
-    private var reader: LineReader
+    private let mode: Mode
     private let chunkSize: Int
     private var thread: JoinableThread?
     private let monitor = Monitor()
     private var stopping = false
 
-    init(reader: LineReader, chunkSize: Int = 256) {
+    init(reader: LineReader, mode: Mode = .batch) {
         self.reader = reader
-        self.chunkSize = chunkSize
+        self.mode = mode
+        chunkSize = mode == .batch ? 512 : 256
+        queue = ChunkQueue(depth: mode == .batch ? 16 : 64)
     }
 
     /// Starts the reading thread.
@@ -122,6 +76,7 @@ final class FollowPipeline: @unchecked Sendable {
     private func produce() {
         var chunk: [ParsedLine] = []
         chunk.reserveCapacity(chunkSize)
+        /// False when the consumer closed the queue.
         func handOver() -> Bool {
             defer { chunk.removeAll(keepingCapacity: true) }
             return chunk.isEmpty || queue.push(chunk)
@@ -133,13 +88,17 @@ final class FollowPipeline: @unchecked Sendable {
                     _ = handOver()
                     break
                 }
-                // Idle: wait for input a while (then look for a stop); with lines in hand, only see whether
-                // more are there already.
-                switch try reader.next(timeoutMs: chunk.isEmpty ? 50 : 0) {
+                // Batch: wait for input as long as it takes. Live and idle: wait a while (then look for a
+                // stop); live with lines in hand: only see whether more are there already.
+                let timeout: Int? = mode == .batch ? nil : chunk.isEmpty ? 50 : 0
+                switch try reader.next(timeoutMs: timeout) {
                 case .line(let line):
-                    chunk.append(ParsedLine.parse(line))
+                    var parsed = ParsedLine.parse(line)
+                    parsed.endOffset = reader.bytesConsumed
+                    chunk.append(parsed)
                     if chunk.count == chunkSize { guard handOver() else { return } }
                 case .timeout:
+                    guard mode == .live else { continue }
                     guard handOver() else { return }
                 case .end:
                     _ = handOver()
@@ -154,6 +113,9 @@ final class FollowPipeline: @unchecked Sendable {
         }
     }
 
+    /// The next chunk in input order, or `nil` at the end; rethrows a read error.
+    func next() throws -> [ParsedLine]? { try queue.pop() }
+
     /// The next lines in input order, waiting at most `timeoutMs`.
     func next(timeoutMs: Int) throws -> ChunkQueue<ParsedLine>.Popped { try queue.pop(timeoutMs: timeoutMs) }
 
@@ -163,7 +125,8 @@ final class FollowPipeline: @unchecked Sendable {
     /// Asks the reading thread to hand over the lines it has read and end.
     func requestStop() { monitor.locked { stopping = true } }
 
-    /// Stops the reading thread (closing the queue) and waits for it.
+    /// Stops the reading thread (closing the queue: after a failure of the consumer, or at the end) and
+    /// waits for it.
     func finish() {
         requestStop()
         queue.close()

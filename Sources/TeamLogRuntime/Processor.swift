@@ -210,7 +210,7 @@ public final class Processor {
     /// taking lines until that one is durable, then starts at once: one batch in flight, batches durable
     /// and printed in input order.
     public func follow(_ reader: LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
-        let pipeline = FollowPipeline(reader: reader)
+        let pipeline = ParsePipeline(reader: reader, mode: .live)
         try pipeline.start()
         pipelined = true
         defer { pipelined = false }
