@@ -210,3 +210,22 @@ extension ChildProcess {
         return (pid, started)
     }
 }
+
+/// Issue 11's chat workload from `teamlog-gen` (a sibling executable) into `path`: its arguments, and the
+/// generator's run. The generator picks pending invitations in Dictionary order, which follows Swift's
+/// per-process hash seed: deterministic hashing makes the workload the same on every run.
+func generateChatWorkload(
+    ops: Int, seed: UInt64, users: Int, teams: Int, maxTeam: Int, to path: String, stderr: String
+) throws -> (arguments: [String], run: ChildRun) {
+    let generator = try ChildProcess.sibling("teamlog-gen")
+    let arguments = [
+        "--ops", "\(ops)", "--seed", "\(seed)", "--users", "\(users)", "--teams", "\(teams)", "--max-team",
+        "\(maxTeam)",
+    ]
+    print("generating \(fmt(Double(ops))) ops: teamlog-gen \(arguments.joined(separator: " "))…")
+    fflush(nil)
+    let run = try ChildProcess.run(
+        generator, arguments, stdout: path, stderr: stderr, environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
+    guard run.succeeded else { throw BenchError("teamlog-gen \(run.ending): \(readText(stderr))") }
+    return (arguments, run)
+}

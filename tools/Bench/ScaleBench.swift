@@ -35,7 +35,6 @@ struct ScaleBench {
     func run() throws {
         guard options.ops > 0, options.chunk > 0 else { throw BenchError("--scale-ops and --scale-chunk must be > 0") }
         let teamlog = try ChildProcess.sibling("teamlog")
-        let generator = try ChildProcess.sibling("teamlog-gen")
         let started = now()
         let dir = tempDir("scale")
         let store = dir + "/store"
@@ -52,19 +51,9 @@ struct ScaleBench {
         }
 
         let floorAtStart = try ChildProcess.run("/bin/true", [], stdout: "/dev/null", stderr: "/dev/null")
-        let genArguments = [
-            "--ops", "\(options.ops)", "--seed", "\(options.seed)", "--users", "\(options.users)",
-            "--teams", "\(options.teams)", "--max-team", "\(options.maxTeam)",
-        ]
-        progress("generating \(fmt(Double(options.ops))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
-        // The generator picks pending invitations in Dictionary order, which follows Swift's per-process hash
-        // seed: deterministic hashing makes the workload the same on every run.
-        let generation = try ChildProcess.run(
-            generator, genArguments, stdout: scratch.workload, stderr: err,
-            environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
-        guard generation.succeeded else {
-            throw BenchError("teamlog-gen \(generation.ending): \(readText(err))")
-        }
+        let (genArguments, generation) = try generateChatWorkload(
+            ops: options.ops, seed: options.seed, users: options.users, teams: options.teams,
+            maxTeam: options.maxTeam, to: scratch.workload, stderr: err)
         var results = ScaleResults(
             command: CommandLine.arguments.joined(separator: " "), date: utcDate(),
             machine: "\(machineDescription()), load average at the start \(loadAverage())",

@@ -73,7 +73,6 @@ struct StreamBench {
             throw BenchError("--stream-rate and --stream-seconds must be > 0, --stream-emit all or events")
         }
         let teamlog = try ChildProcess.sibling("teamlog")
-        let generator = try ChildProcess.sibling("teamlog-gen")
         let dir = tempDir("stream")
         let store = dir + "/store"
         let files = (workload: dir + "/workload.jsonl", warm: dir + "/warm.jsonl", live: dir + "/live.jsonl")
@@ -83,15 +82,9 @@ struct StreamBench {
             removeTree(dir)
         }
         let offered = Int(Double(options.rate) * options.seconds)
-        let genArguments = [
-            "--ops", "\(options.warmUp + offered)", "--seed", "\(options.seed)", "--users", "\(options.users)",
-            "--teams", "\(options.teams)", "--max-team", "\(options.maxTeam)",
-        ]
-        progress("generating \(fmt(Double(options.warmUp + offered))) ops: teamlog-gen \(genArguments.joined(separator: " "))…")
-        let generation = try ChildProcess.run(
-            generator, genArguments, stdout: files.workload, stderr: err,
-            environment: ["SWIFT_DETERMINISTIC_HASHING=1"])
-        guard generation.succeeded else { throw BenchError("teamlog-gen \(generation.ending): \(readText(err))") }
+        let (genArguments, _) = try generateChatWorkload(
+            ops: options.warmUp + offered, seed: options.seed, users: options.users, teams: options.teams,
+            maxTeam: options.maxTeam, to: files.workload, stderr: err)
         var splitter = try ChunkSplitter(path: files.workload)
         let liveWarm = min(options.liveWarmUp, options.warmUp)
         let warmLines = try splitter.copy(lines: options.warmUp - liveWarm, to: files.warm)
