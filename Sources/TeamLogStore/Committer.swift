@@ -146,10 +146,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     }
 
     /// Whether the process's file-backed resident memory is over the budget (or unknown).
-    private var overBudget: Bool {
-        guard let mapped = ResidentMemory.fileBackedBytes() else { return true }
-        return mapped > mappedBytesBudget
-    }
+    private var overBudget: Bool { ResidentMemory.fileBacked(over: mappedBytesBudget) }
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
     static func appendChanges(of state: World, to changes: inout [(ProjectionTable, [UInt8], [UInt8]?)]) {

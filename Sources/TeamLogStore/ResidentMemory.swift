@@ -24,6 +24,13 @@ public enum ResidentMemory {
         #endif
     }
 
+    /// Whether the file-backed resident bytes are over `budget`, or cannot be read (then a caller that
+    /// releases pages over a budget releases them, as it did before there was a budget).
+    static func fileBacked(over budget: Int) -> Bool {
+        guard let bytes = fileBackedBytes() else { return true }
+        return bytes > budget
+    }
+
     /// The third space-separated number of a `statm` line.
     public static func sharedPages(_ text: UnsafeRawBufferPointer) -> Int? {
         var field = 0

@@ -33,7 +33,7 @@ extension Store {
         // checkpoint for an explicit one), the rest at the next commits.
         evictIfOverBudget(ops: job?.events.count ?? opsSinceCheckpoint)
         // The log's pages read since (opId lookups), as the checkpointer does for its own, over the budget.
-        if (ResidentMemory.fileBackedBytes() ?? Int.max) > mappedBytesBudget { env.releaseResidentPages() }
+        if ResidentMemory.fileBacked(over: mappedBytesBudget) { env.releaseResidentPages() }
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
         bufferChanges()
