@@ -25,8 +25,7 @@ extension World {
                 }
                 return
             }
-            let index = try conversationTeam(m.to)
-            try Self.checkSender(actor, of: m, at: ts, in: teams.values[index])
+            try Self.checkSender(actor, of: m, at: ts, in: try conversationTeam(m.to))
 
         case .messageRead(let to, _):
             if to.kind == .p2p {
@@ -36,8 +35,7 @@ extension World {
                 return
             }
             // Reading is the reader's own position, not an op on the team: allowed on a dismissed team.
-            let index = try conversationTeam(to, allowDismissed: true)
-            let key = ConvKey(team: to.id, kind: teams.values[index].kind)
+            let key = ConvKey(team: to.id, kind: try conversationTeam(to, allowDismissed: true).kind)
             if userConvs[actor]?[key] == nil {
                 throw Rejection(.notMember, "\(actor) is not a member of \(to.id)")
             }
@@ -46,8 +44,8 @@ extension World {
             if to.kind == .p2p {
                 throw Rejection(.badField, "receipts are for team messages; \"to\" is a p2p conversation")
             }
-            let index = try conversationTeam(to)
-            let key = ConvKey(team: to.id, kind: teams.values[index].kind)
+            let team = try conversationTeam(to)
+            let key = ConvKey(team: to.id, kind: team.kind)
             for id in ids {
                 guard let message = messages[id], message.stored, message.conv == key else {
                     throw Rejection(.noSuchMessage, "no message \(id) in \(to.id)")
@@ -59,7 +57,7 @@ extension World {
                 if message.sender == actor {
                     throw Rejection(.notPermitted, "\(actor) sent \(id): senders send no receipt")
                 }
-                if !wasReceiver(actor, of: message, tally, in: teams.values[index]) {
+                if !wasReceiver(actor, of: message, tally, in: team) {
                     throw Rejection(.notPermitted, "\(actor) did not receive \(id)")
                 }
             }
@@ -103,8 +101,7 @@ extension World {
     }
 
     /// The sender rules of a team message (SPEC §1.2): a member, not muted, not in a muted team unless an
-    /// admin, and every directed user a member. `team` is borrowed where it lies in `teams`: a copy of a
-    /// `TeamState` retains and releases its every field (profiled: 2% of the writer's samples).
+    /// admin, and every directed user a member.
     static func checkSender(_ actor: Id, of m: MessageSend, at ts: Int64, in team: borrowing TeamState)
         throws(Rejection)
     {
@@ -123,20 +120,17 @@ extension World {
         }
     }
 
-    /// The team a team conversation names — it exists, has that kind and is not dismissed (unless
-    /// allowed) — as its index in `teams`, so the caller reads it in place rather than copying it.
-    func conversationTeam(_ to: Conversation, allowDismissed: Bool = false) throws(Rejection)
-        -> Dictionary<Id, TeamState>.Index
-    {
-        guard let index = teams.index(forKey: to.id) else { throw Rejection(.noSuchTeam, "no team \(to.id)") }
-        let kind = teams.values[index].kind
-        if (kind == .team ? Conversation.Kind.team : .superTeam) != to.kind {
-            throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(kind.rawValue))")
+    /// The team a team conversation names: it exists, has that kind and is not dismissed (unless allowed).
+    /// A copy (deciding does not mutate, and reading a `Dictionary` value without mutating copies it): one
+    /// per check, so read it once.
+    func conversationTeam(_ to: Conversation, allowDismissed: Bool = false) throws(Rejection) -> TeamState {
+        guard let team = teams[to.id] else { throw Rejection(.noSuchTeam, "no team \(to.id)") }
+        let kind: Conversation.Kind = team.kind == .team ? .team : .superTeam
+        if kind != to.kind {
+            throw Rejection(.noSuchTeam, "no \(to.kind.rawValue) \(to.id) (it is a \(team.kind.rawValue))")
         }
-        if teams.values[index].dismissed && !allowDismissed {
-            throw Rejection(.dismissed, "team \(to.id) was dismissed")
-        }
-        return index
+        if team.dismissed && !allowDismissed { throw Rejection(.dismissed, "team \(to.id) was dismissed") }
+        return team
     }
 
     // MARK: Applying
@@ -186,24 +180,15 @@ extension World {
 
     private mutating func sendTeam(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
         let seq = event.seq
-        // The team is read where it lies in `teams` (`index`), not copied: a copy of a `TeamState` retains
-        // and releases its every field. Its roster (`slots`, copy-on-write: one retain) is what the
-        // receivers are read from, and what a delivery keeps.
-        let index = teams.index(forKey: m.to.id)!
-        let key = ConvKey(team: m.to.id, kind: teams.values[index].kind)
-        let senderMember = teams.values[index].member(sender)!
-        let directed = m.directedUserIds.map { users in Self.bitset(users, in: teams.values[index]) }
-        let mentions = m.mentions.isEmpty ? nil : Self.bitset(m.mentions, in: teams.values[index])
-        let silenceAll: SilenceReason? =
-            m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
-        fanOut.run(
-            teams.values[index].bits,
-            FanOut.Message(
-                senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
-                onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
-        let slots = teams.values[index].slots
+        // The team is read through an in-place (`inout`) access: reading a `Dictionary` value any other way
+        // copies it, and a copy of a `TeamState` retains and releases its every field (profiled: the
+        // largest source of retains on the writer's thread). Its roster (`slots`, copy-on-write: one
+        // retain) is what the receivers are read from, and what a delivery keeps.
+        let (kind, slots, memberCount) = Self.fanOut(m, from: sender, in: &teams[m.to.id]!, with: &fanOut)
+        let key = ConvKey(team: m.to.id, kind: kind)
+        let isDirected = m.directedUserIds != nil
         stats.messages += 1
-        stats.memberDecisions += teams.values[index].memberCount
+        stats.memberDecisions += memberCount
         stats.deliveries += MemberBits.count(fanOut.receivers)
 
         // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
@@ -213,7 +198,7 @@ extension World {
             convs[key] = ConvState()
             touch(.conv(key))
         }
-        if directed == nil {
+        if !isDirected {
             if m.counts {
                 convs[key]!.countedTotal += 1
                 indexed(.counted(key, seq, ordinal: convs[key]!.countedTotal))
@@ -237,7 +222,7 @@ extension World {
         if m.needReceipt && m.isStored {
             // The count, and the receivers only when directed (few); a broadcast's are the roster at `seq`.
             var receivers: [Id]?
-            if directed != nil {
+            if isDirected {
                 receivers = []
                 MemberBits.forEachSlot(fanOut.receivers) { receivers!.append(slots[$0]!.user) }
             }
@@ -321,6 +306,24 @@ extension World {
     }
 
     /// A bitset of the slots of `users` who are members.
+    /// Runs the fan-out of team message `m` over `team`'s roster into `fanOut`; the team's kind, roster and
+    /// member count. `inout` only to read the team in place (see `sendTeam`): nothing of it changes.
+    private static func fanOut(_ m: MessageSend, from sender: Id, in team: inout TeamState, with fanOut: inout FanOut)
+        -> (TeamKind, [Member?], Int)
+    {
+        let senderMember = team.member(sender)!
+        let directed = m.directedUserIds.map { users in bitset(users, in: team) }
+        let mentions = m.mentions.isEmpty ? nil : bitset(m.mentions, in: team)
+        let silenceAll: SilenceReason? =
+            m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
+        fanOut.run(
+            team.bits,
+            FanOut.Message(
+                senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
+                onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
+        return (team.kind, team.slots, team.memberCount)
+    }
+
     private static func bitset(_ users: [Id], in team: borrowing TeamState) -> [UInt64] {
         var words = [UInt64](repeating: 0, count: team.bits.wordCount)
         for user in users {

@@ -99,15 +99,6 @@ public struct World: Sendable {
 }
 
 extension World {
-    /// `body` applied to team `id` where it lies in `teams`; `nil` when there is no such team. Reading
-    /// through `teams[id]` returns an optional copy, and a copy of a `TeamState` retains and releases its
-    /// every field (profiled: ~5% of the writer's samples before the hot paths read teams in place).
-    @inlinable
-    public func withTeam<R>(_ id: Id, _ body: (borrowing TeamState) throws -> R) rethrows -> R? {
-        guard let index = teams.index(forKey: id) else { return nil }
-        return try body(teams.values[index])
-    }
-
     /// Rebuilds what is derived rather than stored, after loading projections: the user → teams index
     /// and the online bits of every roster.
     public mutating func finishRestore() {

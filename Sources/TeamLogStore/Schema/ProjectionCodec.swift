@@ -19,11 +19,11 @@ public enum ProjectionCodec {
     public static func record(_ key: ProjectionKey, in world: World) -> (ProjectionTable, [UInt8], [UInt8]?) {
         switch key {
         case .team(let id):
-            return (.teams, Array(id.utf8), world.withTeam(id) { encodeTeam($0) })
+            return (.teams, Array(id.utf8), world.teams[id].map(encodeTeam))
         case .member(let team, let user):
-            return (.members, pairKey(team, user), (world.withTeam(team) { $0.member(user) } ?? nil).map(encodeMember))
+            return (.members, pairKey(team, user), world.teams[team]?.member(user).map(encodeMember))
         case .pastMembers(let team, let user):
-            let value = (world.withTeam(team) { $0.past[user] } ?? nil).map { memberships -> [UInt8] in
+            let value = world.teams[team]?.past[user].map { memberships -> [UInt8] in
                 var w = ByteWriter()
                 w.u8(version)
                 w.varint(UInt64(memberships.count))
@@ -36,7 +36,7 @@ public enum ProjectionCodec {
             }
             return (.pastMembers, pairKey(team, user), value)
         case .invite(let team, let invitee):
-            let value = (world.withTeam(team) { $0.invites[invitee] } ?? nil).map { list -> [UInt8] in
+            let value = world.teams[team]?.invites[invitee].map { list -> [UInt8] in
                 var w = ByteWriter()
                 w.u8(version)
                 w.strings(list)
@@ -44,7 +44,7 @@ public enum ProjectionCodec {
             }
             return (.invites, pairKey(team, invitee), value)
         case .application(let team, let applicant):
-            let value = (world.withTeam(team) { $0.applications[applicant] } ?? nil).map { message -> [UInt8] in
+            let value = world.teams[team]?.applications[applicant].map { message -> [UInt8] in
                 var w = ByteWriter()
                 w.u8(version)
                 w.string(message)
@@ -501,7 +501,7 @@ public enum ProjectionCodec {
 
     // MARK: Teams
 
-    public static func encodeTeam(_ t: borrowing TeamState) -> [UInt8] {
+    public static func encodeTeam(_ t: TeamState) -> [UInt8] {
         var w = ByteWriter(capacity: 96)
         w.u8(version)
         w.u8(EventCodec.index(t.kind))
