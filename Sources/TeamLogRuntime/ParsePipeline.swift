@@ -1,3 +1,4 @@
+import Synchronization
 import TeamLogStore
 import TeamLogThreads
 public import TeamLog
@@ -55,8 +56,8 @@ final class ParsePipeline: @unchecked Sendable {
     private let mode: Mode
     private let chunkSize: Int
     private var thread: JoinableThread?
-    private let monitor = Monitor()
-    private var stopping = false
+    /// Read before every line (an atomic load, not a lock).
+    private let stopping = Atomic<Bool>(false)
 
     init(reader: LineReader, mode: Mode = .batch) {
         self.reader = reader
@@ -83,7 +84,7 @@ final class ParsePipeline: @unchecked Sendable {
         }
         do {
             while true {
-                if monitor.locked({ stopping }) {
+                if stopping.load(ordering: .acquiring) {
                     while let line = reader.bufferedLine() { chunk.append(ParsedLine.parse(line)) }
                     _ = handOver()
                     break
@@ -123,7 +124,7 @@ final class ParsePipeline: @unchecked Sendable {
     func recycle(_ chunk: [ParsedLine]) { queue.recycle(chunk) }
 
     /// Asks the reading thread to hand over the lines it has read and end.
-    func requestStop() { monitor.locked { stopping = true } }
+    func requestStop() { stopping.store(true, ordering: .releasing) }
 
     /// Stops the reading thread (closing the queue: after a failure of the consumer, or at the end) and
     /// waits for it.

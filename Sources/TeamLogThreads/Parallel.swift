@@ -194,13 +194,19 @@ public final class ChunkQueue<T>: @unchecked Sendable {
     public func pop() throws -> [T]? {
         try monitor.locked {
             monitor.wait { !chunks.isEmpty || closed }
-            if chunks.isEmpty {
-                if let failure { throw failure }
-                return nil
-            }
-            monitor.broadcast()
-            return chunks.removeFirst()
+            return try takeFirst()
         }
+    }
+
+    /// Inside the lock, once a chunk is there or the queue is closed: the first chunk (waking a producer
+    /// waiting for room), or `nil` at the end — rethrowing the producer's failure.
+    private func takeFirst() throws -> [T]? {
+        if chunks.isEmpty {
+            if let failure { throw failure }
+            return nil
+        }
+        monitor.broadcast()
+        return chunks.removeFirst()
     }
 
     /// What `pop(timeoutMs:)` found.
@@ -216,12 +222,7 @@ public final class ChunkQueue<T>: @unchecked Sendable {
     public func pop(timeoutMs: Int) throws -> Popped {
         try monitor.locked {
             guard monitor.wait(until: { !chunks.isEmpty || closed }, timeoutMs: timeoutMs) else { return .timeout }
-            if chunks.isEmpty {
-                if let failure { throw failure }
-                return .end
-            }
-            monitor.broadcast()
-            return .chunk(chunks.removeFirst())
+            return try takeFirst().map { .chunk($0) } ?? .end
         }
     }
 

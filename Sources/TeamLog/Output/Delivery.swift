@@ -173,7 +173,4 @@ public struct Delivery: Sendable, Equatable {
             && a.alerted == b.alerted && a.silenced.map(\.user) == b.silenced.map(\.user)
             && a.silenced.map(\.reason) == b.silenced.map(\.reason)
     }
-
-    /// The reason `user` is silenced, if they are.
-    public func reason(_ user: Id) -> SilenceReason? { silenced.first { $0.user == user }?.reason }
 }
