@@ -1,6 +1,7 @@
 import LMDB
 import TeamLog
 import TeamLogStore
+import TeamLogThreads
 import TestSupport
 import Testing
 
@@ -114,6 +115,75 @@ import Testing
         let clean = try Store(path: directory.child("clean"))
         defer { clean.close() }
         #expect(try CrashSafetyTests.storedTables(store) == CrashSafetyTests.storedTables(clean))
+    }
+
+    /// The projections' lag behind the log is bounded: while a checkpoint cannot finish (here another
+    /// transaction holds the projection environment's write lock), the writer goes on committing ops —
+    /// the log commit is the only work on a line's path — until it is twice `checkpointOps` past the
+    /// checkpoint being written, and there it waits for it instead of letting the uncheckpointed tail
+    /// grow. Released, it finishes, and the projections reach the head.
+    @Test func theCheckpointLagIsBoundedByTwiceTheInterval() throws {
+        let directory = TemporaryDirectory("checkpoint-lag")
+        var options = Store.Options()
+        options.noSync = true
+        options.checkpointOps = 10
+        options.checkpointMs = 100_000_000
+        let store = try Store(path: directory.child("store"), options: options)
+        defer { store.close() }
+        let ops = Self.lines(120).compactMap { line -> Op? in
+            if case .success(let op) = OpParser.parse(line: line) { return op }
+            return nil
+        }
+        let monitor = Monitor()
+        nonisolated(unsafe) var holding = false
+        nonisolated(unsafe) var release = false
+        nonisolated(unsafe) var submitted = 0
+        nonisolated(unsafe) var failure: (any Error)?
+        let projections = store.projectionEnv
+        let blocker = startThread(name: "test-blocker") {
+            do {
+                try projections.write { _ in
+                    monitor.locked {
+                        holding = true
+                        monitor.broadcast()
+                        monitor.wait(until: { release })
+                    }
+                }
+            } catch { monitor.locked { failure = error } }
+        }
+        monitor.locked { monitor.wait(until: { holding }) }
+        nonisolated(unsafe) let writerStore = store
+        let writer = startThread(name: "test-writer") {
+            do {
+                for op in ops {
+                    _ = try writerStore.submit(op, now: 1_000)
+                    try writerStore.commit()  // one op per commit: a checkpoint is due at every tenth
+                    monitor.locked {
+                        submitted += 1
+                        monitor.broadcast()
+                    }
+                }
+            } catch { monitor.locked { failure = error } }
+        }
+        // The writer stops at the bound: the first checkpoint starts after ~10 ops and cannot finish; ~20
+        // ops later the writer waits for it (rejected ops do not count). Without the bound it commits all.
+        let stuckAt = monitor.locked { () -> Int in
+            _ = monitor.wait(until: { submitted >= 40 }, timeoutMs: 1_500)
+            return submitted
+        }
+        #expect(stuckAt >= 20 && stuckAt < 40, "the writer went on to op \(stuckAt) past a stalled checkpoint")
+        monitor.locked {
+            release = true
+            monitor.broadcast()
+        }
+        blocker?.join()
+        writer?.join()
+        #expect(failure == nil)
+        #expect(monitor.locked { submitted } == ops.count)
+        try store.checkpointNow()
+        store.finishCheckpoint()
+        #expect(store.checkpoint.seq == (try store.head().seq))
+        #expect(try store.audit().ok)
     }
 
     /// Another process reads the last checkpoint; `status` shows the lag and the writer; a clean stop

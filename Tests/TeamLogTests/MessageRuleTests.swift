@@ -56,8 +56,8 @@ struct WorldSnapshot: Equatable {
     let teams: [Id: TeamState]
     let convs: [ConvKey: ConvState]
     let userConvs: [Id: [ConvKey: UserConv]]
-    let messages: [Id: StoredMessage]
-    let receipts: [Id: ReceiptState]
+    let messages: ShardedDictionary<Id, StoredMessage>
+    let receipts: ShardedDictionary<Id, ReceiptState>
     let presence: [Id: Presence]
     let lastSeq: UInt64
     let lastTs: Int64

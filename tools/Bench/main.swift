@@ -42,15 +42,19 @@ func tempDir(_ name: String) -> String {
     return String(cString: made!)
 }
 
+/// Removes a directory with everything in it (a store holds its projections' environment in a subdirectory).
 func removeTree(_ path: String) {
-    guard let dir = opendir(path) else { return }
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) {
-            String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+    if let dir = opendir(path) {
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { names.append(name) }
         }
-        if name != "." && name != ".." { unlink(path + "/" + name) }
+        closedir(dir)
+        for name in names where unlink(path + "/" + name) != 0 { removeTree(path + "/" + name) }
     }
-    closedir(dir)
     rmdir(path)
 }
 

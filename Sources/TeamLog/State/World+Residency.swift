@@ -150,11 +150,9 @@ extension World {
             else { return nil }
             return userConvs.values[outer].values[index].stamp.mark(seq)
         case .message(let id):
-            guard let index = messages.index(forKey: id) else { return nil }
-            return messages.values[index].stamp.mark(seq)
+            return messages.withValue(forKey: id) { $0.stamp.mark(seq) }
         case .receipt(let id):
-            guard let index = receipts.index(forKey: id) else { return nil }
-            return receipts.values[index].stamp.mark(seq)
+            return receipts.withValue(forKey: id) { $0.stamp.mark(seq) }
         case .receiptRead: preconditionFailure("a reader has no stamp of its own")
         }
     }

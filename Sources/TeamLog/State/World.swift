@@ -15,10 +15,10 @@ public struct World: Sendable {
     public var convs: [ConvKey: ConvState] = [:]
     /// Each user's conversations.
     public var userConvs: [Id: [ConvKey: UserConv]] = [:]
-    /// Messages and tips by id.
-    public var messages: [Id: StoredMessage] = [:]
-    /// Receipt tallies by message id.
-    public var receipts: [Id: ReceiptState] = [:]
+    /// Messages and tips by id (sharded: the table grows with the traffic, see `ShardedDictionary`).
+    public var messages = ShardedDictionary<Id, StoredMessage>()
+    /// Receipt tallies by message id (sharded, likewise).
+    public var receipts = ShardedDictionary<Id, ReceiptState>()
     /// How many user conversations `userConvs` holds (kept for the working set's size estimate).
     public internal(set) var userConvCount = 0
     /// How many receipt readers the tallies in `receipts` know (likewise).

@@ -427,7 +427,7 @@ public enum ProjectionCodec {
         case .receiptReads:
             let (id, user) = try splitKey(key)
             let ordinal = try r.varint()
-            guard world.receipts.index(forKey: id) != nil else { throw DecodeError("receipt for unknown tally \(id)") }
+            guard world.receipts[id] != nil else { throw DecodeError("receipt for unknown tally \(id)") }
             guard world.receipts[id]!.restoreRead(user, ordinal: ordinal) else {
                 throw DecodeError("receipt \(id)/\(user): ordinal \(ordinal) out of range or taken")
             }

@@ -1,0 +1,74 @@
+import TeamLog
+import TeamLogWorkload
+import Testing
+
+/// `ShardedDictionary` (the messages and receipt tallies of `World`) behaves as a `Dictionary` of the same
+/// operations: seeded random inserts, updates in place, removals and clears, checked against one.
+@Suite struct ShardedDictionaryTests {
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func itAnswersAsADictionaryDoes(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        var sharded = ShardedDictionary<Id, Int>()
+        var plain: [Id: Int] = [:]
+        // Ids of 1–24 bytes, some non-ASCII and some canonically equivalent but byte-different ("é" as one
+        // scalar and as e + U+0301): distinct keys, as every table's ids are.
+        let pool: [Id] = (0..<3_000).map { n in
+            switch n % 5 {
+            case 0: Id("m\(n)")
+            case 1: Id("caf\u{E9}-\(n)")
+            case 2: Id("cafe\u{301}-\(n)")
+            case 3: Id(String(repeating: "x", count: n % 24))
+            default: Id("user-\(n * 7919)")
+            }
+        }
+        for step in 0..<20_000 {
+            let key = pool[Int.random(in: 0..<pool.count, using: &rng)]
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0..<5:
+                sharded[key] = step
+                plain[key] = step
+            case 5, 6:
+                let a = sharded.withValue(forKey: key) { value -> Int in
+                    value += 1
+                    return value
+                }
+                let b = plain[key].map { $0 + 1 }
+                if b != nil { plain[key] = b }
+                #expect(a == b)
+            case 7, 8:
+                #expect(sharded.removeValue(forKey: key) == plain.removeValue(forKey: key))
+            default:
+                if rng.chance(0.002) {
+                    sharded.removeAll()
+                    plain.removeAll()
+                }
+                sharded[key]? += 10
+                plain[key]? += 10
+            }
+            #expect(sharded[key] == plain[key])
+        }
+        #expect(sharded.count == plain.count)
+        #expect(sharded.isEmpty == plain.isEmpty)
+        #expect(Dictionary(uniqueKeysWithValues: sharded.map { ($0.key, $0.value) }) == plain)
+        #expect(Set(sharded.keys) == Set(plain.keys))
+        #expect(sharded.values.sorted() == plain.values.sorted())
+        var rebuilt = ShardedDictionary<Id, Int>()
+        for (key, value) in plain { rebuilt[key] = value }
+        #expect(rebuilt == sharded)
+        if let (key, value) = plain.first {
+            rebuilt[key] = value + 1
+            #expect(rebuilt != sharded)
+        }
+    }
+
+    /// The shard hash of an id is a function of its bytes: equal ids, equal shards; a canonically
+    /// equivalent id with other bytes is another key.
+    @Test func equalIdsShareAShardAndEquivalentOnesAreDistinct() {
+        #expect(Id("m1").shardHash == Id(String("m" + "1")).shardHash)
+        var table = ShardedDictionary<Id, Int>()
+        table[Id("caf\u{E9}")] = 1
+        table[Id("cafe\u{301}")] = 2
+        #expect(table.count == 2)
+        #expect(table[Id("caf\u{E9}")] == 1 && table[Id("cafe\u{301}")] == 2)
+    }
+}
