@@ -29,13 +29,10 @@ struct WorkingSet {
     /// Tracked units, each with the epoch in which it was first named (`epoch` at the time), in that order:
     /// epochs never decrease along the queue. An entry whose unit was named in a later epoch since is stale.
     var clock = FIFO<(ResidentKey, UInt32)>()
+    /// The open epoch and the ends of the closed ones the queue still has entries of.
+    var epochs = Epochs()
     /// The open epoch: units named now are tagged with it.
-    var epoch: UInt32 = 0
-    /// The last seq of each closed epoch from `firstEpoch` on (the open one has none yet).
-    var epochEnds: [UInt64] = []
-    var firstEpoch: UInt32 = 0
-    /// The last seq of the last closed epoch (0 before any): a stamp above it is in the open epoch.
-    var openEpochStart: UInt64 = 0
+    var epoch: UInt32 { epochs.open }
     /// The loader's read transaction, kept (reset) between loads with its reader slot.
     var snapshot: ReadSnapshot?
     /// Scratch for footprints.
@@ -61,31 +58,47 @@ struct WorkingSet {
     init(budgetBytes: Int) { self.budgetBytes = budgetBytes }
 
     /// The last seq of a closed epoch; `nil` for the open one.
-    func end(ofEpoch e: UInt32) -> UInt64? {
-        e < epoch ? epochEnds[Int(e - firstEpoch)] : nil
-    }
+    func end(ofEpoch e: UInt32) -> UInt64? { epochs.end(ofEpoch: e) }
 
     /// Queues a unit that was just stamped at a seq of the open epoch, when its previous stamp was not in it
     /// (0: it became resident since).
     @inline(__always)
     mutating func named(_ key: ResidentKey, previous: UInt64) {
-        if previous <= openEpochStart { clock.append((key, epoch)) }
+        if previous <= epochs.openStart { clock.append((key, epochs.open)) }
     }
 
     /// Closes the open epoch at `seq` (the seq a checkpoint starting now covers).
     mutating func closeEpoch(at seq: UInt64) {
-        guard seq > openEpochStart else { return }  // nothing named since the last close
-        epochEnds.append(seq)
-        epoch += 1
-        openEpochStart = seq
+        guard seq > epochs.openStart else { return }  // nothing named since the last close
+        epochs.ends.append(seq)
+        epochs.open += 1
+        epochs.openStart = seq
     }
 
     /// Forgets the ends of epochs no queued entry has any more.
     mutating func trimEpochs() {
-        let oldest = clock.first?.1 ?? epoch
-        guard oldest > firstEpoch else { return }
-        epochEnds.removeFirst(Int(oldest - firstEpoch))
-        firstEpoch = oldest
+        let oldest = clock.first?.1 ?? epochs.open
+        guard oldest > epochs.first else { return }
+        epochs.ends.removeFirst(Int(oldest - epochs.first))
+        epochs.first = oldest
+    }
+
+    func isLive(epoch e: UInt32, stamp: UInt64) -> Bool { epochs.isLive(epoch: e, stamp: stamp) }
+}
+
+/// The working set's epochs: the open one, and the last seq of each closed one from `first` on.
+struct Epochs {
+    /// The open epoch: units named now are tagged with it.
+    var open: UInt32 = 0
+    /// The last seq of each closed epoch from `first` on (the open one has none yet).
+    var ends: [UInt64] = []
+    var first: UInt32 = 0
+    /// The last seq of the last closed epoch (0 before any): a stamp above it is in the open epoch.
+    var openStart: UInt64 = 0
+
+    /// The last seq of a closed epoch; `nil` for the open one.
+    func end(ofEpoch e: UInt32) -> UInt64? {
+        e < open ? ends[Int(e - first)] : nil
     }
 
     /// Whether a queue entry may be the current one of its unit, given the unit's stamp: stamped within
@@ -122,33 +135,85 @@ public struct WorkingSetStats: Sendable, Equatable {
     }
 }
 
-/// A first-in first-out queue: an array with a moving head, compacted when the head passes half of it.
+/// A first-in first-out queue in chunks of `chunkSize` entries, read from the front chunk's `head`. The
+/// working set's queue holds an entry per unit named in each epoch — millions in a long run — and as one
+/// array it stalled the writer's thread whenever it grew (doubling: a copy of every entry) or compacted
+/// its head (a move of half of them); here no operation touches more than a chunk, and filtering out
+/// entries runs in steps (`startCompaction`, `compact(chunks:keep:)`), in order.
 struct FIFO<Element> {
-    private var items: [Element] = []
+    static var chunkSize: Int { 4_096 }
+
+    /// Every chunk holds at least one entry (the first: past `head`).
+    private var chunks: [[Element]] = []
     private var head = 0
+    /// Entries queued.
+    private(set) var count = 0
+    /// A compaction pass: the chunks in `compactNext..<compactEnd` are still to be filtered.
+    private var compactNext = 0
+    private var compactEnd = 0
 
-    var count: Int { items.count - head }
+    var first: Element? { chunks.first.map { $0[head] } }
 
-    var first: Element? { head < items.count ? items[head] : nil }
-
-    mutating func append(_ item: Element) { items.append(item) }
+    mutating func append(_ item: Element) {
+        // A pass covers the entries queued when it started: not one appended since to its last chunk.
+        if chunks.isEmpty || chunks[chunks.count - 1].count >= Self.chunkSize || compactEnd == chunks.count {
+            var chunk: [Element] = []
+            chunk.reserveCapacity(Self.chunkSize)
+            chunks.append(chunk)
+        }
+        chunks[chunks.count - 1].append(item)
+        count += 1
+    }
 
     mutating func popFirst() -> Element? {
-        guard head < items.count else { return nil }
-        let item = items[head]
+        guard !chunks.isEmpty else { return nil }
+        let item = chunks[0][head]
         head += 1
-        if head >= 4_096 && head * 2 >= items.count {
-            items.removeFirst(head)
-            head = 0
-        }
+        count -= 1
+        if head == chunks[0].count { removeChunk(at: 0) }
         return item
     }
 
-    /// Keeps only the elements `keep` accepts, in order.
-    mutating func filter(_ keep: (Element) -> Bool) {
-        items = items[head...].filter(keep)
-        head = 0
+    private mutating func removeChunk(at index: Int) {
+        chunks.remove(at: index)
+        if index == 0 { head = 0 }
+        if compactNext > index { compactNext -= 1 }
+        if compactEnd > index { compactEnd -= 1 }
     }
+
+    /// Whether a compaction pass is under way.
+    var isCompacting: Bool { compactNext < compactEnd }
+
+    /// Starts a pass over the entries queued now (unless one is under way); what is appended since is not
+    /// in it.
+    mutating func startCompaction() {
+        guard !isCompacting else { return }
+        compactNext = 0
+        compactEnd = chunks.count
+    }
+
+    /// Filters the next `n` chunks of the pass: keeps the entries `keep` accepts, in order.
+    mutating func compact(chunks n: Int, keep: (Element) -> Bool) {
+        for _ in 0..<n where isCompacting {
+            let i = compactNext
+            let start = i == 0 ? head : 0
+            let kept = chunks[i][start...].filter(keep)
+            count -= chunks[i].count - start - kept.count
+            if kept.isEmpty {
+                removeChunk(at: i)
+            } else {
+                chunks[i] = kept
+                if i == 0 { head = 0 }
+                compactNext += 1
+            }
+        }
+    }
+
+    /// Every entry, front to back (for tests).
+    var elements: [Element] { chunks.enumerated().flatMap { i, chunk in chunk[(i == 0 ? head : 0)...] } }
+
+    /// The entries of each chunk (for tests).
+    var chunkCounts: [Int] { chunks.map(\.count) }
 }
 
 extension Store {
@@ -366,10 +431,18 @@ extension Store {
     /// budget visits ~10⁵ units (measured: 300–400 ms of the writer's thread at once, the stream's worst
     /// latencies); in steps, a batch of `n` ops pays for at most `1,024 + 8n` of them.
     func continueEviction(ops: Int) {
-        guard !workingSet.wholesale, workingSet.sweepUnfinished else { return }
+        guard !workingSet.wholesale, workingSet.sweepUnfinished || workingSet.clock.isCompacting else { return }
         evictIfOverBudget(&world, steps: Self.evictionStep(ops: ops))
         workingSet.trimEpochs()
     }
+
+    /// Queue entries beyond twice the resident units at which a compaction pass starts (small in debug
+    /// builds, so the tests' stores run through passes).
+    #if DEBUG
+        static let staleSlack = 64
+    #else
+        static let staleSlack = 65_536
+    #endif
 
     /// Units a sweep step may visit for a batch of `ops` ops: more than a batch can make resident (a few
     /// units per op), so a sweep finishes while the working set grows.
@@ -383,9 +456,13 @@ extension Store {
         // they outnumber the resident units (a store under its budget never sweeps).
         let residentUnits =
             world.teams.count + world.convs.count + world.userConvCount + world.messages.count + world.receipts.count
-        if workingSet.clock.count > 2 * residentUnits + 65_536 {
-            let ws = workingSet
-            workingSet.clock.filter { key, e in ws.isLive(epoch: e, stamp: world.stamp(of: key) ?? 0) }
+        // In steps of the sweep's size too (a pass visits every entry: ~10⁶ stamp probes at once).
+        if workingSet.clock.count > 2 * residentUnits + Self.staleSlack { workingSet.clock.startCompaction() }
+        if workingSet.clock.isCompacting {
+            let epochs = workingSet.epochs
+            workingSet.clock.compact(chunks: max(1, steps / FIFO<(ResidentKey, UInt32)>.chunkSize)) { key, e in
+                epochs.isLive(epoch: e, stamp: world.stamp(of: key) ?? 0)
+            }
             workingSet.trimEpochs()
         }
         let budget = workingSet.budgetBytes

@@ -36,8 +36,11 @@ func peakRSSMiB() -> Double {
     return Double(usage.ru_maxrss) / 1024
 }
 
+/// A new directory under `$TMPDIR` (or /tmp): where the bench's stores live, so a run can put them on
+/// another file system.
 func tempDir(_ name: String) -> String {
-    var template = Array("/tmp/teamlog-bench-\(name)-XXXXXX".utf8CString)
+    let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    var template = Array("\(base)/teamlog-bench-\(name)-XXXXXX".utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     return String(cString: made!)
 }
