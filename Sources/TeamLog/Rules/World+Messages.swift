@@ -332,11 +332,6 @@ extension World {
         return words
     }
 
-    /// The delivery record of the fan-out just run: its bitsets over the team's roster, listed when read.
-    private func teamDelivery(_ team: TeamState, seq: UInt64, to: Conversation, messageId: Id) -> Delivery {
-        Delivery(seq: seq, to: to, messageId: messageId, fanOut: fanOut, roster: team.slots)
-    }
-
     // MARK: Tips as messages
 
     /// Stores a tip in the team conversation and delivers it to the members and to `removed`.
@@ -359,7 +354,10 @@ extension World {
         stats.deliveries += team.memberCount + removed.count
         guard wantsDeliveries else { return }
         fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
-        var delivery = teamDelivery(team, seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId)
+        // As a team message's: the fan-out's bitsets over the roster, listed when read.
+        var delivery = Delivery(
+            seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId, fanOut: fanOut,
+            roster: team.slots)
         delivery.appendSilenced(removed, reason: .tip)
         out.append(.delivery(delivery))
     }
