@@ -34,7 +34,7 @@ public final class ScratchStore {
         guard !removed else { return }
         removed = true
         store.close()
-        Self.removeDirectory(path)
+        removeDirectoryTree(path)
     }
 
     deinit { remove() }
@@ -49,22 +49,23 @@ public final class ScratchStore {
         return String(cString: made)
     }
 
-    /// Removes a store directory: its files (LMDB's two and the writer lock) and its projection
-    /// environment's directory, then the directory.
-    static func removeDirectory(_ path: String) {
-        if let dir = opendir(path) {
-            var names: [String] = []
-            while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-                }
-                if name != "." && name != ".." { names.append(name) }
+}
+
+/// Removes a directory and everything under it: a store's files (LMDB's two, the writer lock) and its
+/// projection environment's directory. For scratch stores, and for tools that make stores to throw away.
+public func removeDirectoryTree(_ path: String) {
+    if let dir = opendir(path) {
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
             }
-            closedir(dir)
-            for name in names where unlink(path + "/" + name) != 0 { removeDirectory(path + "/" + name) }
+            if name != "." && name != ".." { names.append(name) }
         }
-        rmdir(path)
+        closedir(dir)
+        for name in names where unlink(path + "/" + name) != 0 { removeDirectoryTree(path + "/" + name) }
     }
+    rmdir(path)
 }
 
 extension Store {
@@ -103,7 +104,7 @@ extension Store {
             scratch.workingSet.wholesale = projectionsOnly
             return ScratchStore(store: scratch, path: path)
         } catch {
-            ScratchStore.removeDirectory(path)
+            removeDirectoryTree(path)
             throw error
         }
     }

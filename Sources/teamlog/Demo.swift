@@ -27,7 +27,9 @@ struct Demo: ParsableCommand {
     @OptionGroup var settings: SettingsOptions
 
     func run() throws {
-        var template = Array("/tmp/teamlog-demo-XXXXXX".utf8CString)
+        // Under $TMPDIR (or /tmp), like the scratch stores; removed with everything in it.
+        let base = environment("TMPDIR").flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(base)/teamlog-demo-XXXXXX".utf8CString)
         let path: String
         if let keep {
             path = keep
@@ -37,7 +39,7 @@ struct Demo: ParsableCommand {
             }
             path = String(cString: dir)
         }
-        defer { if keep == nil { removeTree(path) } }
+        defer { if keep == nil { removeDirectoryTree(path) } }
 
         var workloadOptions = TeamWorkload.Options()
         workloadOptions.seed = seed
@@ -94,18 +96,4 @@ struct Demo: ParsableCommand {
         }
         if !audit.ok { throw ExitCode(1) }
     }
-}
-
-/// Removes a directory tree of plain files (the demo's temporary store).
-func removeTree(_ path: String) {
-    guard let dir = opendir(path) else { return }
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-        }
-        if name == "." || name == ".." { continue }
-        unlink(path + "/" + name)
-    }
-    closedir(dir)
-    rmdir(path)
 }

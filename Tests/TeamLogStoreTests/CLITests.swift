@@ -39,6 +39,27 @@ import Testing
         return try JSONParser.parse(try #require(lines.first))
     }
 
+    /// `teamlog demo` runs in a temporary store under `$TMPDIR` and removes it, projections directory and
+    /// all (it used to leave the directory behind: its store has a subdirectory).
+    @Test func theDemoLeavesNothingBehind() throws {
+        let directory = TemporaryDirectory("demo")
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["demo", "--ops", "2000"], environment: ["TMPDIR": directory.path],
+            timeout: 120)
+        #expect(run.status == .exited(0))
+        #expect(!run.lines.isEmpty)
+        let dir = try #require(opendir(directory.path))
+        var left: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name != "." && name != ".." { left.append(name) }
+        }
+        closedir(dir)
+        #expect(left.isEmpty, "left behind: \(left)")
+    }
+
     @Test func messagesExampleThroughEveryQuery() throws {
         let dir = TemporaryDirectory()
         let store = dir.child("store")

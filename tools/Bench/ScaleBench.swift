@@ -8,6 +8,8 @@
 // separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
 // then audits the store. Each child's wall time and peak RSS are its own. Writes DIR/scale.md.
 
+import TeamLogStore
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -45,8 +47,8 @@ struct ScaleBench {
             if options.keep {
                 print("kept the store: \(store)")
             } else {
-                removeTree(store)
-                removeTree(dir)
+                removeDirectoryTree(store)
+                removeDirectoryTree(dir)
             }
         }
 

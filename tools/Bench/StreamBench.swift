@@ -16,6 +16,7 @@
 // it, so a child that stops reading is charged for the wait (no coordinated omission) — to when the
 // record naming its line number was read. Writes DIR/stream.md.
 
+import TeamLogStore
 import TeamLogThreads
 
 #if canImport(Glibc)
@@ -78,8 +79,8 @@ struct StreamBench {
         let files = (workload: dir + "/workload.jsonl", warm: dir + "/warm.jsonl", live: dir + "/live.jsonl")
         let (out, err) = (dir + "/child.out", dir + "/child.err")
         defer {
-            removeTree(store)
-            removeTree(dir)
+            removeDirectoryTree(store)
+            removeDirectoryTree(dir)
         }
         let offered = Int(Double(options.rate) * options.seconds)
         let (genArguments, _) = try generateChatWorkload(

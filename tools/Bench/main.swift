@@ -45,22 +45,6 @@ func tempDir(_ name: String) -> String {
     return String(cString: made!)
 }
 
-/// Removes a directory with everything in it (a store holds its projections' environment in a subdirectory).
-func removeTree(_ path: String) {
-    if let dir = opendir(path) {
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        closedir(dir)
-        for name in names where unlink(path + "/" + name) != 0 { removeTree(path + "/" + name) }
-    }
-    rmdir(path)
-}
-
 func fmt(_ x: Double, _ digits: Int = 0) -> String {
     if digits == 0 {
         return String(Int(x.rounded())).reversed().enumerated().map {
@@ -180,7 +164,7 @@ func run() throws {
 
     // 2. teamlog on pre-parsed ops: decide + log + projections + fan-out, durable batches, no output.
     let dirA = tempDir("ops")
-    defer { removeTree(dirA) }
+    defer { removeDirectoryTree(dirA) }
     var storeOptions = Store.Options()
     storeOptions.mapSize = 1 << 30
     let store = try Store(path: dirA, options: storeOptions)
@@ -204,7 +188,7 @@ func run() throws {
 
     // 3. JSON Lines end to end: parse + decide + store + project + fan-out, through the processor.
     let dirB = tempDir("jsonl")
-    defer { removeTree(dirB) }
+    defer { removeDirectoryTree(dirB) }
     let storeB = try Store(path: dirB, options: storeOptions)
     var popts = Processor.Options()
     popts.emit = .none
@@ -230,7 +214,7 @@ func run() throws {
         }
     }
     let dirC = tempDir("raw")
-    defer { removeTree(dirC) }
+    defer { removeDirectoryTree(dirC) }
     var envOptions = Environment.Options()
     envOptions.mapSize = 1 << 30
     let raw = try Environment(path: dirC, options: envOptions)
@@ -288,7 +272,7 @@ func run() throws {
     // steady state: the first half of the workload (which creates the teams, supergroups included) is
     // ingested first in batches, untimed; the rest is offered at the fixed rate.
     let dirD = tempDir("stream")
-    defer { removeTree(dirD) }
+    defer { removeDirectoryTree(dirD) }
     let storeD = try Store(path: dirD, options: storeOptions)
     storeD.wantsDeliveries = false
     let warmUp = parsed.count / 2
@@ -346,7 +330,7 @@ func run() throws {
         if case .success(let op) = OpParser.parse(line: rowWorkload.next()) { rowOps.append(op) }
     }
     let dirE = tempDir("rows-teamlog")
-    defer { removeTree(dirE) }
+    defer { removeDirectoryTree(dirE) }
     let storeE = try Store(path: dirE, options: storeOptions)
     storeE.wantsDeliveries = false
     // Elapsed time and messages at the end of each batch, to compare on the prefix the baseline finishes.
@@ -364,7 +348,7 @@ func run() throws {
     let rowConfig = storeE.world.config
     storeE.close()
     let dirF = tempDir("rows-sqlite")
-    defer { removeTree(dirF) }
+    defer { removeDirectoryTree(dirF) }
     print("per-recipient-row SQLite baseline (up to \(fmt(sqliteBudget)) s)…")
     let baseline = try runPerRecipientRows(rowOps, config: rowConfig, batch: batch, budget: sqliteBudget, dir: dirF)
     // Both rates over the same prefix of the mix: the baseline stops at a batch boundary when out of time.

@@ -59,21 +59,6 @@ func tempDir(_ name: String) -> String {
     return String(cString: made!)
 }
 
-func removeTree(_ path: String) {
-    if let dir = opendir(path) {
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        closedir(dir)
-        for name in names where unlink(path + "/" + name) != 0 { removeTree(path + "/" + name) }
-    }
-    rmdir(path)
-}
-
 func writeFile(_ path: String, _ bytes: [UInt8]) {
     let f = fopen(path, "w")!
     _ = bytes.withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
@@ -123,8 +108,8 @@ final class BenchServer: @unchecked Sendable {
     func stop() async throws {
         await group.triggerGracefulShutdown()
         try await running.value
-        removeTree(directory + "/store")
-        removeTree(directory)
+        removeDirectoryTree(directory + "/store")
+        removeDirectoryTree(directory)
     }
 }
 
@@ -357,9 +342,9 @@ struct HTTPBench {
         close(fd)
         let cliAccepted = processor.summary.accepted
         cliStore.close()
-        removeTree(cliDir + "/store")
+        removeDirectoryTree(cliDir + "/store")
         unlink(file)
-        removeTree(cliDir)
+        removeDirectoryTree(cliDir)
         let cliRate = Double(s.ops) / cliSeconds
         print("   \(fmt(cliRate)) ops/s (\(cliAccepted) accepted, \(fmt(cliSeconds, 2)) s)")
 
