@@ -53,8 +53,10 @@ struct Settings {
 
 func now() -> Double { MonotonicClock.seconds() }
 
+/// A new directory under `$TMPDIR` (or /tmp), as `teamlog-bench` makes its stores.
 func tempDir(_ name: String) -> String {
-    var template = Array("/tmp/teamlog-http-bench-\(name)-XXXXXX".utf8CString)
+    let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    var template = Array("\(base)/teamlog-http-bench-\(name)-XXXXXX".utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     return String(cString: made!)
 }
