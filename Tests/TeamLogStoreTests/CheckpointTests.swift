@@ -47,10 +47,7 @@ import Testing
     @Test func openReplaysOnlyTheLogAfterTheCheckpoint() throws {
         let directory = TemporaryDirectory("checkpoint-tail")
         let lines = Self.lines(550)
-        var options = Store.Options()
-        options.noSync = true
-        options.checkpointOps = 300  // one checkpoint, at the commit after op 300; none after it
-        options.checkpointMs = 100_000_000
+        let options = Store.Options.checkpointing(every: 300)  // one checkpoint, at the commit after op 300; none after it
         let path = directory.child("store")
         var headAtCrash: UInt64 = 0
         var checkpointAtCrash: UInt64 = 0
@@ -124,10 +121,7 @@ import Testing
     /// grow. Released, it finishes, and the projections reach the head.
     @Test func theCheckpointLagIsBoundedByTwiceTheInterval() throws {
         let directory = TemporaryDirectory("checkpoint-lag")
-        var options = Store.Options()
-        options.noSync = true
-        options.checkpointOps = 10
-        options.checkpointMs = 100_000_000
+        let options = Store.Options.checkpointing(every: 10)
         let store = try Store(path: directory.child("store"), options: options)
         defer { store.close() }
         let ops = Self.lines(120).compactMap { line -> Op? in

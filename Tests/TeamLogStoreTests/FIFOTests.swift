@@ -82,10 +82,7 @@ import Testing
 @Suite struct WorkingSetQueueTests {
     @Test func staleEntriesAreDroppedInStepsAndNothingChanges() throws {
         let directory = TemporaryDirectory("queue-compaction")
-        var options = Store.Options()
-        options.noSync = true
-        options.checkpointOps = 1
-        options.checkpointMs = 100_000_000
+        let options = Store.Options.checkpointing(every: 1)
         let store = try Store(path: directory.child("store"), options: options)
         defer { store.close() }
         var lines = [op("team.create", "o", ["team": "t1", "name": "T", "members": ["a", "b", "c"], "ts": 1_000])]

@@ -123,3 +123,14 @@ public enum TeamWorkloadProbe {
         return (0..<count).map { _ in w.next() }
     }
 }
+
+extension Store.Options {
+    /// No fsync, and a checkpoint every `ops` ops and never by time: for tests that count checkpoints.
+    public static func checkpointing(every ops: Int) -> Store.Options {
+        var options = Store.Options()
+        options.noSync = true
+        options.checkpointOps = ops
+        options.checkpointMs = 100_000_000
+        return options
+    }
+}
