@@ -152,7 +152,7 @@ struct FIFO<Element> {
     private var compactNext = 0
     private var compactEnd = 0
 
-    var first: Element? { chunks.first.map { $0[head] } }
+    var first: Element? { chunks.isEmpty ? nil : chunks[0][head] }  // not `chunks.first`: a copy of the chunk
 
     mutating func append(_ item: Element) {
         // A pass covers the entries queued when it started: not one appended since to its last chunk.
