@@ -56,26 +56,26 @@ func clientRequests(_ c: Int, requests: Int) -> [[String]] {
         let setupLine = op("team.create", "boss", ["team": "shared", "name": "S", "ts": 1])
         let setup = try await send("POST", server.base + "/v1/ops", body: setupLine)
         #expect(setup.status == 200)
-        let client = wideClient()
-        // Each client posts its requests one after another; the clients run at once.
-        let replies: [(Int, [(lines: [String], reply: Reply)])] = try await withThrowingTaskGroup(
-            of: (Int, [(lines: [String], reply: Reply)]).self
-        ) { group in
-            for c in 0..<clients {
-                group.addTask {
-                    var out: [(lines: [String], reply: Reply)] = []
-                    for lines in clientRequests(c, requests: requests) {
-                        out.append(
-                            (lines, try await send("POST", server.base + "/v1/ops", body: body(lines), client: client)))
+        // Each client posts its requests one after another; the clients run at once. Two minutes per
+        // request: a loaded CI machine.
+        let replies: [(Int, [(lines: [String], reply: Reply)])] = try await withWideClient { client in
+            try await withThrowingTaskGroup(of: (Int, [(lines: [String], reply: Reply)]).self) { group in
+                for c in 0..<clients {
+                    group.addTask {
+                        var out: [(lines: [String], reply: Reply)] = []
+                        for lines in clientRequests(c, requests: requests) {
+                            let reply = try await send(
+                                "POST", server.base + "/v1/ops", body: body(lines), timeout: 120, client: client)
+                            out.append((lines, reply))
+                        }
+                        return (c, out)
                     }
-                    return (c, out)
                 }
+                var all: [(Int, [(lines: [String], reply: Reply)])] = []
+                for try await result in group { all.append(result) }
+                return all
             }
-            var all: [(Int, [(lines: [String], reply: Reply)])] = []
-            for try await result in group { all.append(result) }
-            return all
         }
-        try await client.shutdown()
 
         // Every response holds exactly its own records: one per line (event, rejected or duplicate) with
         // its line number and opId, and the outputs of its own events only.

@@ -105,12 +105,12 @@ struct LifecycleTests {
         let directory = TemporaryDirectory("teamlog-serve")
         let (child, base) = try startServe(directory)
         try await waitUntilReady(base)
-        let client = wideClient()
         let state = LoadState()
-        async let acked = load(base, clients: 16, client: client, state: state)
-        try await signalMidLoad(child, state, ops: 2_000, signals: 1)
-        let all = await acked
-        try await client.shutdown()
+        let all = try await withWideClient { client in
+            async let acked = load(base, clients: 16, client: client, state: state)
+            try await signalMidLoad(child, state, ops: 2_000, signals: 1)
+            return await acked
+        }
         #expect(child.wait() == .exited(0))
         #expect(all.count > 0)
         try checkStore(directory.child("store"), acked: all)
@@ -120,12 +120,12 @@ struct LifecycleTests {
         let directory = TemporaryDirectory("teamlog-serve")
         let (child, base) = try startServe(directory)
         try await waitUntilReady(base)
-        let client = wideClient()
         let state = LoadState()
-        async let acked = load(base, clients: 16, client: client, state: state)
-        try await signalMidLoad(child, state, ops: 2_000, signals: 2)
-        let all = await acked
-        try await client.shutdown()
+        let all = try await withWideClient { client in
+            async let acked = load(base, clients: 16, client: client, state: state)
+            try await signalMidLoad(child, state, ops: 2_000, signals: 2)
+            return await acked
+        }
         let status = child.wait()
         #expect(status == .exited(0) || status == .exited(128 + SIGTERM), "\(status)")
         // Whatever was acknowledged was durable before its answer; the log is whole (an unclean exit only

@@ -86,12 +86,22 @@ func send(
 /// JSON Lines of ops.
 func body(_ lines: [String]) -> String { lines.joined(separator: "\n") + "\n" }
 
-/// A client that opens as many connections as there are concurrent requests (the shared one keeps 8 per
-/// host), for tests of many concurrent clients.
-func wideClient() -> HTTPClient {
+/// Runs `body` with a client that opens as many connections as there are concurrent requests (the shared
+/// one keeps 8 per host), for tests of many concurrent clients, and shuts it down on every path: a client
+/// dropped without it traps, and a failed request would take the whole test process with it.
+func withWideClient<R>(_ body: (HTTPClient) async throws -> R) async throws -> R {
     var configuration = HTTPClient.Configuration()
     configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 256
-    return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    let result: R
+    do {
+        result = try await body(client)
+    } catch {
+        try? await client.shutdown()
+        throw error
+    }
+    try await client.shutdown()
+    return result
 }
 
 /// Server-Sent Events read from a streaming response: each event's `id` and `data` lines.
