@@ -80,12 +80,8 @@ extension ShardedDictionary: ExpressibleByDictionaryLiteral {
 }
 
 extension Id: ShardKey {
-    /// FNV-1a over the id's bytes (a few nanoseconds for an id of ~16 bytes).
+    /// `Id.bytesHash` of the id's bytes under a fixed seed (not the tables' seeds, so the shard does not
+    /// predict the bucket within it).
     @inlinable
-    public var shardHash: UInt {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in utf8 { h = (h ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        // FNV's low bits mix poorly for the last byte; fold the high half in.
-        return UInt(truncatingIfNeeded: h ^ (h >> 29))
-    }
+    public var shardHash: UInt { UInt(truncatingIfNeeded: Id.bytesHash(string, seed: 0x5bd1_e995_2f8c_a6d1)) }
 }
