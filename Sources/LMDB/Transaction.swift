@@ -180,11 +180,14 @@ public final class WriteTransaction: Transaction {
     /// Removes `key`; returns whether it was present.
     @discardableResult
     public func delete(_ db: DatabaseHandle, key: [UInt8]) throws -> Bool {
-        var rc: Int32 = 0
-        key.withUnsafeBytes { kb in
-            var k = MDB_val(mv_size: kb.count, mv_data: UnsafeMutableRawPointer(mutating: kb.baseAddress))
-            rc = mdb_del(txn, MDB_dbi(db.dbi), &k, nil)
-        }
+        try key.withUnsafeBytes { kb in try delete(db, key: kb) }
+    }
+
+    /// Removes raw `key`; returns whether it was present.
+    @discardableResult
+    public func delete(_ db: DatabaseHandle, key: UnsafeRawBufferPointer) throws -> Bool {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        let rc = mdb_del(txn, MDB_dbi(db.dbi), &k, nil)
         if rc == MDB_NOTFOUND { return false }
         try check(rc, "mdb_del \(db.name)")
         return true

@@ -53,10 +53,12 @@ struct RecordLayer: Sendable {
     @inline(__always)
     static func slot(_ table: ProjectionTable) -> Int { slots[table]! }
 
-    /// The layer of `changes` (in the order they were made: a later value of a key replaces an earlier one).
-    init(_ changes: ArraySlice<(ProjectionTable, [UInt8], [UInt8]?)>, seq: UInt64, ts: Int64) {
+    /// The layer of `buffer`'s records from index `start` on (in the order they were made: a later value of a
+    /// key replaces an earlier one).
+    init(_ buffer: RecordBuffer, from start: Int, seq: UInt64, ts: Int64) {
         self.seq = seq
         self.ts = ts
+        let changes = (start..<buffer.count).map { buffer.record($0) }
         var tables = [[Entry]](repeating: [], count: ProjectionTable.allCases.count)
         var order = [[Int]](repeating: [], count: tables.count)
         for index in changes.indices { order[Self.slot(changes[index].0)].append(index) }
@@ -164,9 +166,9 @@ final class ReaderRecords: @unchecked Sendable {
     var current: CommittedRecords { monitor.locked { _current } }
 
     /// Records a commit's changes (not yet durable).
-    func stage(_ changes: ArraySlice<(ProjectionTable, [UInt8], [UInt8]?)>, seq: UInt64, ts: Int64) {
-        guard !changes.isEmpty else { return }
-        staged.append(RecordLayer(changes, seq: seq, ts: ts))
+    func stage(_ changes: RecordBuffer, from start: Int, seq: UInt64, ts: Int64) {
+        guard start < changes.count else { return }
+        staged.append(RecordLayer(changes, from: start, seq: seq, ts: ts))
     }
 
     /// Publishes the staged layers the log has made durable (seq ≤ `committed`).

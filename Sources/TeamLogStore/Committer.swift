@@ -121,7 +121,7 @@ struct SourceWrite {
 final class CheckpointJob: WriteJob, @unchecked Sendable {
     private let env: Environment
     private let dbs: ProjectionDatabases
-    private(set) var changes: [(ProjectionTable, [UInt8], [UInt8]?)]
+    private(set) var changes: RecordBuffer
     /// The position; `hash` is taken from `after` once that batch is written.
     private(set) var checkpoint: Checkpoint
     /// The log batch that ends at `checkpoint.seq`, still being written when this job was made.
@@ -132,7 +132,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     private let mappedBytesBudget: Int
 
     init(
-        env: Environment, dbs: ProjectionDatabases, changes: [(ProjectionTable, [UInt8], [UInt8]?)],
+        env: Environment, dbs: ProjectionDatabases, changes: RecordBuffer,
         checkpoint: Checkpoint, after: CommitJob?, mappedBytesBudget: Int,
         waitForLog: @escaping (CommitJob) -> Void
     ) {
@@ -149,9 +149,9 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     private var overBudget: Bool { ResidentMemory.fileBacked(over: mappedBytesBudget) }
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
-    static func appendChanges(of state: World, to changes: inout [(ProjectionTable, [UInt8], [UInt8]?)]) {
-        for key in state.changes.appended { changes.append(ProjectionCodec.record(key, in: state)) }
-        for key in state.changes.dirty { changes.append(ProjectionCodec.record(key, in: state)) }
+    static func appendChanges(of state: World, to changes: inout RecordBuffer) {
+        for key in state.changes.appended { ProjectionCodec.append(key, in: state, to: &changes) }
+        for key in state.changes.dirty { ProjectionCodec.append(key, in: state, to: &changes) }
     }
 
     override func write() throws {
@@ -170,11 +170,18 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
             // ingest into a 3M-op store 1,439 MB, 633 MB of it mapped file pages, against 286 MB into an
             // empty store).
             let release = txn.residentPageReleaser()
-            for (n, index) in order.enumerated() {
-                let (table, key, value) = changes[index]
-                let db = dbs.table(table)
-                if let value { try txn.put(db, key: key, value: value) } else { try txn.delete(db, key: key) }
-                if n & (Self.releaseEvery - 1) == Self.releaseEvery - 1, overBudget { release?() }
+            try changes.withArena { arena in
+                for (n, index) in order.enumerated() {
+                    let entry = changes.entries[index]
+                    let db = dbs.table(entry.table)
+                    let key = entry.key(in: arena)
+                    if let value = entry.value(in: arena) {
+                        try txn.put(db, key: key, value: value)
+                    } else {
+                        try txn.delete(db, key: key)
+                    }
+                    if n & (Self.releaseEvery - 1) == Self.releaseEvery - 1, overBudget { release?() }
+                }
             }
             try dbs.writeCheckpoint(txn, checkpoint)
         }
@@ -184,7 +191,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         if overBudget { env.releaseResidentPages() }
     }
 
-    override func dropRecords() { changes = [] }
+    override func dropRecords() { changes = RecordBuffer() }
 
     /// Puts between two releases of the mapped pages a checkpoint read (a power of two; small in debug
     /// builds, so the tests' checkpoints run through releases).
@@ -199,49 +206,35 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     /// from left to right instead of at random (fewer pages touched and copied, a cursor's path mostly
     /// reused).
     ///
-    /// Sorts plain 32-byte entries (table rank, the key's first 8 bytes, its place in one arena of all the
-    /// keys, its index), comparing whole keys with `memcmp` only when those 8 bytes tie, and drops the
-    /// earlier changes of a key in the same pass. The first version sorted the `(table, [UInt8], [UInt8]?)`
-    /// tuples themselves after deduplicating them through a `Set` of copied keys: the moves retained and
-    /// released both arrays and the comparator compared the tables' names as strings, a fifth of an
-    /// audit's CPU (perf, 100,000-event store). Tables are ordered by `ProjectionTable.allCases` (any fixed
-    /// order does: each is its own database).
-    static func writeOrder(_ changes: [(ProjectionTable, [UInt8], [UInt8]?)]) -> [Int] {
-        struct Entry {
+    /// Sorts plain 16-byte entries (table rank, the key's first 8 bytes, its record's index), comparing
+    /// whole keys in the buffer's arena with `memcmp` only when those 8 bytes tie, and drops the earlier
+    /// changes of a key in the same pass. (The first version sorted `(table, [UInt8], [UInt8]?)` tuples
+    /// after deduplicating them through a `Set` of copied keys: the moves retained and released both arrays
+    /// and the comparator compared the tables' names as strings, a fifth of an audit's CPU — perf, a
+    /// 100,000-event store.) Tables are ordered by `ProjectionTable.allCases` (any fixed order does: each
+    /// is its own database).
+    static func writeOrder(_ changes: RecordBuffer) -> [Int] {
+        struct Sortable {
             var rank: UInt32
-            var length: UInt32
+            var index: UInt32
             var prefix: UInt64
-            var offset: Int
-            var index: Int
         }
         var rankOf: [ProjectionTable: UInt32] = [:]
         for (rank, table) in ProjectionTable.allCases.enumerated() { rankOf[table] = UInt32(rank) }
-        var arena: [UInt8] = []
-        var total = 0
-        for change in changes { total += change.1.count }
-        arena.reserveCapacity(total)
-        var entries: [Entry] = []
-        entries.reserveCapacity(changes.count)
-        for (index, change) in changes.enumerated() {
-            let key = change.1
-            var prefix: UInt64 = 0
-            for i in 0..<8 { prefix = prefix << 8 | UInt64(i < key.count ? key[i] : 0) }
-            entries.append(
-                Entry(
-                    rank: rankOf[change.0]!, length: UInt32(key.count), prefix: prefix, offset: arena.count,
-                    index: index))
-            arena.append(contentsOf: key)
-        }
-        return arena.withUnsafeBytes { bytes -> [Int] in
-            let base = bytes.baseAddress
+        return changes.withArena { arena -> [Int] in
+            let records = changes.entries
+            var entries: [Sortable] = []
+            entries.reserveCapacity(records.count)
+            for (index, record) in records.enumerated() {
+                let key = record.key(in: arena)
+                var prefix: UInt64 = 0
+                for i in 0..<8 { prefix = prefix << 8 | UInt64(i < key.count ? key[i] : 0) }
+                entries.append(
+                    Sortable(rank: rankOf[record.table]!, index: UInt32(index), prefix: prefix))
+            }
             /// LMDB's default order of two keys (bytes unsigned, a prefix first): negative, zero, positive.
-            func compareKeys(_ a: Entry, _ b: Entry) -> Int {
-                let common = Int(min(a.length, b.length))
-                if common > 0 {
-                    let order = memcmp(base! + a.offset, base! + b.offset, common)
-                    if order != 0 { return Int(order) }
-                }
-                return Int(a.length) - Int(b.length)
+            func compareKeys(_ a: Sortable, _ b: Sortable) -> Int {
+                compareBytes(records[Int(a.index)].key(in: arena), records[Int(b.index)].key(in: arena))
             }
             entries.sort { a, b in
                 if a.rank != b.rank { return a.rank < b.rank }
@@ -258,7 +251,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
                     let a = entries[i], b = entries[i + 1]
                     if a.rank == b.rank && a.prefix == b.prefix && compareKeys(a, b) == 0 { continue }
                 }
-                order.append(entries[i].index)
+                order.append(Int(entries[i].index))
             }
             return order
         }

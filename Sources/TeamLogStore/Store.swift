@@ -122,7 +122,7 @@ public final class Store {
     /// in `dirty` (a bounded set of keys changed in place) and never stalls the store's thread on
     /// everything an interval of messages added. A key encoded here and changed again later is encoded
     /// again at the checkpoint, after it: the later value is written last.
-    var checkpointBuffer: [(ProjectionTable, [UInt8], [UInt8]?)] = []
+    var checkpointBuffer = RecordBuffer()
     /// Records committed after the stored checkpoint, published for readers on other threads (set by
     /// `serveReaders`, then never changed).
     var readerRecords: ReaderRecords?

@@ -15,16 +15,25 @@ public enum ProjectionCodec {
     /// Projection record version byte.
     static let version: UInt8 = 1
 
-    /// The table, key bytes and current value bytes (`nil`: the record must be deleted) of a changed key.
-    public static func record(_ key: ProjectionKey, in world: World) -> (ProjectionTable, [UInt8], [UInt8]?) {
+    /// Appends the record of a changed key to `out`: its table, its key bytes and its current value bytes,
+    /// or a deletion when the state no longer holds it.
+    static func append(_ key: ProjectionKey, in world: World, to out: inout RecordBuffer) {
         switch key {
         case .team(let id):
-            return (.teams, Array(id.utf8), world.teams[id].map(encodeTeam))
+            out.append(.teams, key: { $0.raw(id.utf8) }) { w in
+                guard let t = world.teams[id] else { return false }
+                encodeTeam(t, into: &w)
+                return true
+            }
         case .member(let team, let user):
-            return (.members, pairKey(team, user), world.teams[team]?.member(user).map(encodeMember))
+            out.append(.members, key: { writePairKey(team, user, &$0) }) { w in
+                guard let m = world.teams[team]?.member(user) else { return false }
+                encodeMember(m, into: &w)
+                return true
+            }
         case .pastMembers(let team, let user):
-            let value = world.teams[team]?.past[user].map { memberships -> [UInt8] in
-                var w = ByteWriter()
+            out.append(.pastMembers, key: { writePairKey(team, user, &$0) }) { w in
+                guard let memberships = world.teams[team]?.past[user] else { return false }
                 w.u8(version)
                 w.varint(UInt64(memberships.count))
                 for m in memberships {
@@ -32,111 +41,108 @@ public enum ProjectionCodec {
                     w.varint(m.leaveSeq)
                     w.varint(UInt64(m.slot))
                 }
-                return w.bytes
+                return true
             }
-            return (.pastMembers, pairKey(team, user), value)
         case .invite(let team, let invitee):
-            let value = world.teams[team]?.invites[invitee].map { list -> [UInt8] in
-                var w = ByteWriter()
+            out.append(.invites, key: { writePairKey(team, invitee, &$0) }) { w in
+                guard let list = world.teams[team]?.invites[invitee] else { return false }
                 w.u8(version)
                 w.strings(list)
-                return w.bytes
+                return true
             }
-            return (.invites, pairKey(team, invitee), value)
         case .application(let team, let applicant):
-            let value = world.teams[team]?.applications[applicant].map { message -> [UInt8] in
-                var w = ByteWriter()
+            out.append(.applications, key: { writePairKey(team, applicant, &$0) }) { w in
+                guard let message = world.teams[team]?.applications[applicant] else { return false }
                 w.u8(version)
                 w.string(message)
-                return w.bytes
+                return true
             }
-            return (.applications, pairKey(team, applicant), value)
         case .message(let id):
-            return (.messages, Array(id.utf8), world.messages[id].map(encodeMessage))
+            out.append(.messages, key: { $0.raw(id.utf8) }) { w in
+                guard let m = world.messages[id] else { return false }
+                encodeMessage(m, into: &w)
+                return true
+            }
         case .conv(let key):
-            return (
-                .convs, key.bytes,
-                world.convs[key].map { conv in
-                    var w = ByteWriter()
-                    w.u8(version)
-                    writeRef(conv.last, &w)
-                    return w.bytes
-                }
-            )
+            out.append(.convs, key: { key.append(to: &$0.bytes) }) { w in
+                guard let conv = world.convs[key] else { return false }
+                w.u8(version)
+                writeRef(conv.last, &w)
+                return true
+            }
         case .counted(let conv, let seq, _):
-            return (.counted, seqKey(conv, nil, seq), ordinalValue(key, in: world))
+            out.append(.counted, key: { writeSeqKey(conv, nil, seq, &$0) }) { writeOrdinal(key, in: world, &$0) }
         case .own(let conv, let user, let seq, _):
-            return (.own, seqKey(conv, user, seq), ordinalValue(key, in: world))
+            out.append(.own, key: { writeSeqKey(conv, user, seq, &$0) }) { writeOrdinal(key, in: world, &$0) }
         case .directed(let conv, let user, let seq, _):
-            return (.directed, seqKey(conv, user, seq), ordinalValue(key, in: world))
+            out.append(.directed, key: { writeSeqKey(conv, user, seq, &$0) }) { writeOrdinal(key, in: world, &$0) }
         case .userConv(let user, let key):
-            return (
-                .userConvs, userConvKey(user, key),
-                world.userConvs[user]?[key].map { uc in
-                    var w = ByteWriter()
-                    w.u8(version)
-                    w.varint(uc.readSeq)
-                    w.varint(uc.joinSeq)
-                    w.varint(uc.leaveSeq.map { $0 + 1 } ?? 0)
-                    writeRef(uc.last, &w)
-                    return w.bytes
-                }
-            )
+            out.append(.userConvs, key: { writeUserConvKey(user, key, &$0) }) { w in
+                guard let uc = world.userConvs[user]?[key] else { return false }
+                w.u8(version)
+                w.varint(uc.readSeq)
+                w.varint(uc.joinSeq)
+                w.varint(uc.leaveSeq.map { $0 + 1 } ?? 0)
+                writeRef(uc.last, &w)
+                return true
+            }
         case .receipt(let id):
-            return (
-                .receipts, Array(id.utf8),
-                world.receipts[id].map { r in
-                    var w = ByteWriter()
-                    w.u8(version)
-                    w.varint(UInt64(r.receiverCount))
-                    w.bool(r.directedReceivers != nil)
-                    if let directed = r.directedReceivers { w.strings(directed) }
-                    w.varint(UInt64(r.readCount))
-                    return w.bytes
-                }
-            )
+            out.append(.receipts, key: { $0.raw(id.utf8) }) { w in
+                guard let r = world.receipts[id] else { return false }
+                w.u8(version)
+                w.varint(UInt64(r.receiverCount))
+                w.bool(r.directedReceivers != nil)
+                if let directed = r.directedReceivers { w.strings(directed) }
+                w.varint(UInt64(r.readCount))
+                return true
+            }
         case .receiptRead(let id, let user, _):
             // Looked up rather than taken from the key: the audit asks with keys read back from the store.
-            let value = world.receipts[id]?.ordinal(of: user).map { ordinal -> [UInt8] in
-                var w = ByteWriter(capacity: 6)
+            out.append(.receiptReads, key: { writePairKey(id, user, &$0) }) { w in
+                guard let ordinal = world.receipts[id]?.ordinal(of: user) else { return false }
                 w.u8(version)
                 w.varint(ordinal)
-                return w.bytes
+                return true
             }
-            return (.receiptReads, pairKey(id, user), value)
         case .presence(let user):
-            return (
-                .presence, Array(user.utf8),
-                world.presence[user].map { p in
-                    var w = ByteWriter()
-                    w.u8(version)
-                    w.strings(p.devices)
-                    w.bool(p.offlineSince != nil)
-                    if let since = p.offlineSince { w.zigzag(since) }
-                    return w.bytes
-                }
-            )
+            out.append(.presence, key: { $0.raw(user.utf8) }) { w in
+                guard let p = world.presence[user] else { return false }
+                w.u8(version)
+                w.strings(p.devices)
+                w.bool(p.offlineSince != nil)
+                if let since = p.offlineSince { w.zigzag(since) }
+                return true
+            }
         case .channel(let id):
-            return (.channels, Array(id.utf8), world.channels[id].map(encodeChannel))
+            out.append(.channels, key: { $0.raw(id.utf8) }) { w in
+                guard let c = world.channels[id] else { return false }
+                encodeChannel(c, into: &w)
+                return true
+            }
         case .offline(let user):
-            return (
-                .offline, Array(user.utf8),
-                world.offlineQueues[user].map { queue in
-                    var w = ByteWriter()
-                    w.u8(version)
-                    w.varint(UInt64(queue.count))
-                    for s in queue {
-                        w.varint(s.seq)
-                        w.string(s.channel)
-                        w.u8(EventCodec.index(s.event))
-                        w.string(s.from)
-                        w.optionalString(s.requestId)
-                        w.optionalString(s.pushText)
-                    }
-                    return w.bytes
+            out.append(.offline, key: { $0.raw(user.utf8) }) { w in
+                guard let queue = world.offlineQueues[user] else { return false }
+                w.u8(version)
+                w.varint(UInt64(queue.count))
+                for s in queue {
+                    w.varint(s.seq)
+                    w.string(s.channel)
+                    w.u8(EventCodec.index(s.event))
+                    w.string(s.from)
+                    w.optionalString(s.requestId)
+                    w.optionalString(s.pushText)
                 }
-            )
+                return true
+            }
         }
+    }
+
+    /// The table, key bytes and current value bytes (`nil`: the record must be deleted) of a changed key,
+    /// on their own (tests and tools; the store appends records to a `RecordBuffer`).
+    public static func record(_ key: ProjectionKey, in world: World) -> (ProjectionTable, [UInt8], [UInt8]?) {
+        var buffer = RecordBuffer()
+        append(key, in: world, to: &buffer)
+        return buffer.record(0)
     }
 
     /// Every projection key of the state (what a full comparison covers). Index entries are listed only
@@ -166,32 +172,38 @@ public enum ProjectionCodec {
 
     /// conversation, [0, user,] 0, big-endian seq: an append-only index key, built in one allocation.
     static func seqKey(_ conv: ConvKey, _ user: Id?, _ seq: UInt64) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(1 + conv.id.utf8.count + (user.map { $0.utf8.count + 1 } ?? 0) + 9)
-        conv.append(to: &key)
+        var w = ByteWriter(capacity: 1 + conv.id.utf8.count + (user.map { $0.utf8.count + 1 } ?? 0) + 9)
+        writeSeqKey(conv, user, seq, &w)
+        return w.bytes
+    }
+
+    static func writeSeqKey(_ conv: ConvKey, _ user: Id?, _ seq: UInt64, _ w: inout ByteWriter) {
+        conv.append(to: &w.bytes)
         if let user {
-            key.append(0)
-            key.append(contentsOf: user.utf8)
+            w.u8(0)
+            w.raw(user.utf8)
         }
-        key.append(0)
-        withUnsafeBytes(of: seq.bigEndian) { key.append(contentsOf: $0) }
-        return key
+        w.u8(0)
+        w.u64be(seq)
     }
 
     /// user, 0, conversation: a user-conversation record's key, built in one allocation.
     static func userConvKey(_ user: Id, _ conv: ConvKey) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(user.utf8.count + 2 + conv.id.utf8.count)
-        key.append(contentsOf: user.utf8)
-        key.append(0)
-        conv.append(to: &key)
-        return key
+        var w = ByteWriter(capacity: user.utf8.count + 2 + conv.id.utf8.count)
+        writeUserConvKey(user, conv, &w)
+        return w.bytes
     }
 
-    /// An index record's value: version, then its ordinal. A replay with a journal answers for any key
-    /// (the audit asks for keys read back from the store, whose ordinal is not in their bytes); otherwise
-    /// the key carries it, as `apply` made it. `nil`: no such entry.
-    static func ordinalValue(_ key: ProjectionKey, in world: World) -> [UInt8]? {
+    static func writeUserConvKey(_ user: Id, _ conv: ConvKey, _ w: inout ByteWriter) {
+        w.raw(user.utf8)
+        w.u8(0)
+        conv.append(to: &w.bytes)
+    }
+
+    /// Writes an index record's value: version, then its ordinal. A replay with a journal answers for any
+    /// key (the audit asks for keys read back from the store, whose ordinal is not in their bytes);
+    /// otherwise the key carries it, as `apply` made it. `false`: no such entry.
+    static func writeOrdinal(_ key: ProjectionKey, in world: World, _ w: inout ByteWriter) -> Bool {
         let ordinal: UInt64?
         if let journal = world.indexJournal {
             ordinal = journal.ordinal(of: key)
@@ -201,11 +213,10 @@ public enum ProjectionCodec {
             default: ordinal = nil
             }
         }
-        guard let ordinal, ordinal > 0 else { return nil }
-        var w = ByteWriter(capacity: 6)
+        guard let ordinal, ordinal > 0 else { return false }
         w.u8(version)
         w.varint(ordinal)
-        return w.bytes
+        return true
     }
 
     static func writeRef(_ ref: MessageRef?, _ w: inout ByteWriter) {
@@ -221,14 +232,12 @@ public enum ProjectionCodec {
         return MessageRef(seq: try r.varint(), messageId: try r.id())
     }
 
-    public static func encodeMessage(_ m: StoredMessage) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
+    public static func encodeMessage(_ m: StoredMessage, into w: inout ByteWriter) {
         w.u8(version)
         w.varint(m.seq)
         w.zigzag(m.ts)
-        let conv = m.conv.bytes
-        w.varint(UInt64(conv.count))
-        w.raw(conv)
+        w.varint(UInt64(1 + m.conv.id.utf8.count))  // the length of `m.conv.bytes`, written in place
+        m.conv.append(to: &w.bytes)
         w.string(m.sender)
         var flags: UInt8 = 0
         if m.isTip { flags |= 1 }
@@ -244,11 +253,9 @@ public enum ProjectionCodec {
             w.string(by)
             w.zigzag(m.modifiedTs ?? 0)
         }
-        return w.bytes
     }
 
-    public static func encodeChannel(_ c: ChannelState) -> [UInt8] {
-        var w = ByteWriter(capacity: 64)
+    public static func encodeChannel(_ c: ChannelState, into w: inout ByteWriter) {
         w.u8(version)
         w.u8(EventCodec.index(c.kind))
         w.optionalString(c.ext)
@@ -268,7 +275,6 @@ public enum ProjectionCodec {
             w.bool(i.offline)
             w.optionalString(i.pushText)
         }
-        return w.bytes
     }
 
     static func decodeChannel(id: Id, _ r: inout ByteReader) throws(DecodeError) -> ChannelState {
@@ -458,12 +464,15 @@ public enum ProjectionCodec {
 
     /// `a` 0x00 `b`.
     public static func pairKey(_ a: Id, _ b: Id) -> [UInt8] {
-        var key: [UInt8] = []
-        key.reserveCapacity(a.utf8.count + 1 + b.utf8.count)
-        key.append(contentsOf: a.utf8)
-        key.append(0)
-        key.append(contentsOf: b.utf8)
-        return key
+        var w = ByteWriter(capacity: a.utf8.count + 1 + b.utf8.count)
+        writePairKey(a, b, &w)
+        return w.bytes
+    }
+
+    static func writePairKey(_ a: Id, _ b: Id, _ w: inout ByteWriter) {
+        w.raw(a.utf8)
+        w.u8(0)
+        w.raw(b.utf8)
     }
 
     /// The prefix of every pair key starting with `a`.
@@ -501,8 +510,7 @@ public enum ProjectionCodec {
 
     // MARK: Teams
 
-    public static func encodeTeam(_ t: TeamState) -> [UInt8] {
-        var w = ByteWriter(capacity: 96)
+    public static func encodeTeam(_ t: TeamState, into w: inout ByteWriter) {
         w.u8(version)
         w.u8(EventCodec.index(t.kind))
         w.string(t.name)
@@ -520,7 +528,6 @@ public enum ProjectionCodec {
         w.varint(t.createdSeq)
         w.zigzag(t.createdTs)
         w.varint(UInt64(t.memberCount))
-        return w.bytes
     }
 
     static func decodeTeam(id: Id, _ r: inout ByteReader) throws(DecodeError) -> TeamState {
@@ -621,8 +628,7 @@ public enum ProjectionCodec {
 
     // MARK: Members
 
-    public static func encodeMember(_ m: Member) -> [UInt8] {
-        var w = ByteWriter(capacity: 24)
+    public static func encodeMember(_ m: Member, into w: inout ByteWriter) {
         w.u8(version)
         w.u8(EventCodec.index(m.role))
         w.u8(EventCodec.index(m.notify))
@@ -630,7 +636,6 @@ public enum ProjectionCodec {
         if let until = m.mutedUntil { w.zigzag(until) }
         w.varint(m.joinSeq)
         w.varint(UInt64(m.slot))
-        return w.bytes
     }
 
     static func decodeMember(user: Id, _ r: inout ByteReader) throws(DecodeError) -> Member {
