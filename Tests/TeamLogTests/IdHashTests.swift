@@ -50,3 +50,50 @@ import Testing
         #expect(Set([Id("caf\u{E9}"), Id("cafe\u{301}"), Id("caf\u{E9}")]).count == 2)
     }
 }
+
+/// `Ids.problem` (one pass over the bytes) against SPEC §1's rule written over Unicode scalars: no C0 or C1
+/// control, no DEL, 1–128 bytes. And `sameUTF8`, the JSON layer's key equality, against byte equality.
+@Suite struct IdRuleTests {
+    static func reference(_ id: String) -> String? {
+        if id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F || (0x80...0x9F).contains($0.value) }) {
+            return "contains a control character"
+        }
+        let count = id.utf8.count
+        if count == 0 { return "is empty" }
+        if count > Ids.maxBytes { return "is \(count) bytes, longer than \(Ids.maxBytes)" }
+        return nil
+    }
+
+    static let pool: [Unicode.Scalar] = [
+        "a", "Z", "0", "-", " ", "\u{0}", "\u{1F}", "\u{7F}", "\u{80}", "\u{85}", "\u{9F}", "\u{A0}", "\u{A9}",
+        "\u{BF}", "\u{C0}", "\u{E9}", "\u{301}", "\u{7FF}", "\u{800}", "\u{2028}", "\u{FEFF}", "\u{1F600}",
+    ]
+
+    @Test func theByteRuleIsTheScalarRule() {
+        var rng = SplitMix64Local(seed: 11)
+        for _ in 0..<20_000 {
+            var s = String.UnicodeScalarView()
+            for _ in 0..<Int(rng.next() % 40) { s.append(Self.pool[Int(rng.next() % UInt64(Self.pool.count))]) }
+            let id = String(s)
+            #expect(Ids.problem(id) == Self.reference(id), "\(Array(id.utf8))")
+            let other = String(String.UnicodeScalarView(s.reversed()))
+            #expect(JSONValue.sameUTF8(id, other) == (Array(id.utf8) == Array(other.utf8)))
+        }
+        #expect(Ids.problem(String(repeating: "é", count: 64)) == nil)  // 128 bytes
+        #expect(Ids.problem(String(repeating: "é", count: 64) + "a") == "is 129 bytes, longer than 128")
+        #expect(!JSONValue.sameUTF8("caf\u{E9}", "cafe\u{301}"))
+    }
+}
+
+/// SplitMix64 (TeamLogWorkload's is not a dependency of these tests).
+struct SplitMix64Local {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -25,7 +25,9 @@ public struct Id: Sendable {
     @inlinable
     public init(_ string: String) {
         self.string = string
-        isASCII = string.utf8.allSatisfy { $0 < 0x80 }
+        isASCII =
+            string.utf8.withContiguousStorageIfAvailable { bytes in bytes.allSatisfy { $0 < 0x80 } }
+            ?? string.utf8.allSatisfy { $0 < 0x80 }
     }
 
     /// The id's UTF-8 bytes.
