@@ -238,6 +238,27 @@ public final class Cursor {
         )
     }
 
+    /// Stores `value` under `key` (in a write transaction) and leaves the cursor on it. Puts in key order
+    /// through one cursor let LMDB find each key's leaf from the cursor's page when it lies there, instead
+    /// of searching from the root for every put as `mdb_put` does.
+    public func put(key: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) throws {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val(mv_size: value.count, mv_data: UnsafeMutableRawPointer(mutating: value.baseAddress))
+        try check(mdb_cursor_put(cursor, &k, &v, 0), "mdb_cursor_put \(db.name)")
+    }
+
+    /// Removes `key` (in a write transaction); returns whether it was present.
+    @discardableResult
+    public func delete(key: UnsafeRawBufferPointer) throws -> Bool {
+        var k = MDB_val(mv_size: key.count, mv_data: UnsafeMutableRawPointer(mutating: key.baseAddress))
+        var v = MDB_val()
+        let rc = mdb_cursor_get(cursor, &k, &v, MDB_SET)
+        if rc == MDB_NOTFOUND { return false }
+        try check(rc, "mdb_cursor_get \(db.name)")
+        try check(mdb_cursor_del(cursor, 0), "mdb_cursor_del \(db.name)")
+        return true
+    }
+
     /// The first entry.
     public func first() throws -> (UnsafeRawBufferPointer, UnsafeRawBufferPointer)? { try move(MDB_FIRST) }
     /// The last entry.

@@ -47,11 +47,8 @@ struct RecordLayer: Sendable {
     var tables: [[Entry]]
     var count: Int
 
-    static let slots: [ProjectionTable: Int] = Dictionary(
-        uniqueKeysWithValues: ProjectionTable.allCases.enumerated().map { ($1, $0) })
-
     @inline(__always)
-    static func slot(_ table: ProjectionTable) -> Int { slots[table]! }
+    static func slot(_ table: ProjectionTable) -> Int { table.rank }
 
     /// The layer of `buffer`'s records from index `start` on (in the order they were made: a later value of a
     /// key replaces an earlier one).

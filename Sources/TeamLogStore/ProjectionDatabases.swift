@@ -12,6 +12,8 @@ import TeamLog
 struct ProjectionDatabases {
     let meta: Database<UTF8String, RawBytes>
     let tables: [ProjectionTable: DatabaseHandle]
+    /// `tables` by `ProjectionTable.rank`.
+    let byRank: [DatabaseHandle]
 
     /// The layout of the projection records this build writes. A projection environment of another
     /// format is rebuilt from the log at open (it is a cache of it), so this moves independently of the
@@ -50,13 +52,14 @@ struct ProjectionDatabases {
                 t[table] = try env.openHandle("p.\(table.rawValue)", create: false)
             }
             tables = t
+            byRank = ProjectionTable.allCases.map { t[$0]! }
         } catch let error as LMDBError where error.code == .notFound {
             throw StoreError(
                 code: .notAStore, message: "\(env.path) holds no teamlog projections", cause: error, path: env.path)
         }
     }
 
-    func table(_ table: ProjectionTable) -> DatabaseHandle { tables[table]! }
+    func table(_ table: ProjectionTable) -> DatabaseHandle { byRank[table.rank] }
 
     /// The log position the stored tables are at.
     func readCheckpoint(_ txn: Transaction) throws -> Checkpoint {

@@ -32,6 +32,57 @@ import Testing
         #expect(try env.read { try $0.get(db, key: [1, 2, 3]) } == nil)
     }
 
+    /// Puts and deletes through one cursor, in key order and out of it, over a database large enough to
+    /// span many pages: the result equals a dictionary doing the same.
+    @Test func cursorPutsAndDeletesMatchAModel() throws {
+        let db = try env.openHandle("cursor")
+        var model: [[UInt8]: [UInt8]] = [:]
+        func key(_ n: Int) -> [UInt8] { Array("key-\(n * 7919 % 20_000)".utf8) }
+        for round in 0..<3 {
+            // Round 0 puts in key order; later rounds mix puts, overwrites and deletes of present and absent keys.
+            var batch: [([UInt8], [UInt8]?)] = (0..<6_000).map { n in
+                let k = key(n + round * 3_000)
+                let deleting = round > 0 && n % 3 == round  // keys of the last round: some present, some not
+                return (k, deleting ? nil : Array("v\(round)-\(n)".utf8))
+            }
+            if round == 0 { batch.sort { $0.0.lexicographicallyPrecedes($1.0) } }
+            var deletedPresent = 0
+            var deletes = 0
+            try env.write { txn in
+                try txn.withCursor(db) { cursor in
+                    for (k, v) in batch {
+                        try k.withUnsafeBytes { kb in
+                            if let v {
+                                try v.withUnsafeBytes { vb in try cursor.put(key: kb, value: vb) }
+                            } else {
+                                deletes += 1
+                                if try cursor.delete(key: kb) { deletedPresent += 1 }
+                            }
+                        }
+                    }
+                }
+            }
+            var expectedPresent = 0
+            for (k, v) in batch {
+                if let v {
+                    model[k] = v
+                } else if model.removeValue(forKey: k) != nil {
+                    expectedPresent += 1
+                }
+            }
+            #expect(deletedPresent == expectedPresent)
+            #expect(round == 0 || (deletes > 0 && deletedPresent > 0 && deletedPresent < deletes))
+            var stored: [[UInt8]: [UInt8]] = [:]
+            try env.read { txn in
+                try txn.forEach(db) { k, v in
+                    stored[Array(k)] = Array(v)
+                    return true
+                }
+            }
+            #expect(stored == model)
+        }
+    }
+
     @Test func overwriteReplacesTheValue() throws {
         let db = try env.open("names", as: Database<UTF8String, UTF8String>.self)
         try env.write { txn in try txn.put(db, "k", "first") }

@@ -12,7 +12,7 @@ import Testing
         let tables = ProjectionTable.allCases
         let table = tables[Int(rng.next() % UInt64(tables.count))]
         // Short keys from a small alphabet (many repeats, shared 8-byte prefixes, prefixes of each other).
-        let key = (0..<Int(rng.next() % 12)).map { _ in UInt8(rng.next() % 3) }
+        let key = (0..<Int(rng.next() % 24)).map { _ in UInt8(rng.next() % 3) }
         let value: [UInt8]? =
             rng.next() % 5 == 0 ? nil : (0..<Int(rng.next() % 6)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         return (table, key, value)
@@ -55,6 +55,10 @@ import Testing
             return x.key.lexicographicallyPrecedes(y.key)
         }
         #expect(CheckpointJob.writeOrder(buffer) == expected)
+    }
+
+    @Test func aTablesRankIsItsPlaceInAllCases() {
+        #expect(ProjectionTable.allCases.map(\.rank) == Array(ProjectionTable.allCases.indices))
     }
 
     @Test func aDeletionHoldsNoValueBytes() {

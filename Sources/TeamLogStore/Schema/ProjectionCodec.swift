@@ -7,6 +7,30 @@ public import TeamLog
 public enum ProjectionTable: String, Sendable, CaseIterable, Hashable {
     case teams, members, pastMembers, invites, applications
     case messages, convs, counted, own, directed, userConvs, receipts, receiptReads, presence, channels, offline
+
+    /// The table's place in `allCases` (a switch: no hashing of the table per record on the paths that sort
+    /// or route records).
+    @inline(__always)
+    var rank: Int {
+        switch self {
+        case .teams: 0
+        case .members: 1
+        case .pastMembers: 2
+        case .invites: 3
+        case .applications: 4
+        case .messages: 5
+        case .convs: 6
+        case .counted: 7
+        case .own: 8
+        case .directed: 9
+        case .userConvs: 10
+        case .receipts: 11
+        case .receiptReads: 12
+        case .presence: 13
+        case .channels: 14
+        case .offline: 15
+        }
+    }
 }
 
 /// Keys join ids with a 0x00 byte: ids never hold control characters, so keys sort by team, then user,
