@@ -1,4 +1,5 @@
 import LMDB
+import Synchronization
 import TeamLog
 import TeamLogThreads
 
@@ -130,10 +131,16 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     private let waitForLog: (CommitJob) -> Void
     /// File-backed resident bytes over which the pages read are dropped (`Store.mappedBytesBudget`).
     private let mappedBytesBudget: Int
+    /// The busy share, in percent, the puts keep to (`Store.Options.checkpointDuty`; `nil`: no pauses).
+    private let duty: Int?
+    /// Set by the store's thread when the next checkpoint is due: no more pauses.
+    private let hurried = Atomic<Bool>(false)
+    /// Time spent pausing (tests and diagnostics).
+    private(set) var pausedNanoseconds: Int64 = 0
 
     init(
         env: Environment, dbs: ProjectionDatabases, changes: RecordBuffer,
-        checkpoint: Checkpoint, after: CommitJob?, mappedBytesBudget: Int,
+        checkpoint: Checkpoint, after: CommitJob?, mappedBytesBudget: Int, duty: Int? = nil,
         waitForLog: @escaping (CommitJob) -> Void
     ) {
         self.env = env
@@ -142,8 +149,16 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         self.checkpoint = checkpoint
         self.after = after
         self.mappedBytesBudget = mappedBytesBudget
+        self.duty = duty.flatMap { $0 > 0 && $0 < 100 ? $0 : nil }
         self.waitForLog = waitForLog
     }
+
+    /// Stops the pauses (any thread).
+    func hurry() { hurried.store(true, ordering: .relaxed) }
+
+    /// Work between two checks of the clock (puts), and the work between two pauses (ns).
+    static let putsPerCheck = 256
+    static let sliceNanoseconds: Int64 = 2_000_000
 
     /// Whether the process's file-backed resident memory is over the budget (or unknown).
     private var overBudget: Bool { ResidentMemory.fileBacked(over: mappedBytesBudget) }
@@ -175,6 +190,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
                 // Table by table, each through one cursor: the keys come in order, so LMDB finds most
                 // leaves from the cursor's page rather than from the root.
                 var i = 0
+                var sliceStart = MonotonicClock.nanoseconds()
                 while i < order.count {
                     let table = entries[order[i]].table
                     try txn.withCursor(dbs.table(table)) { cursor in
@@ -187,6 +203,9 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
                                 try cursor.delete(key: key)
                             }
                             if i & (Self.releaseEvery - 1) == Self.releaseEvery - 1, overBudget { release?() }
+                            if let duty, i % Self.putsPerCheck == Self.putsPerCheck - 1 {
+                                pace(duty: duty, sliceStart: &sliceStart)
+                            }
                             i += 1
                         }
                     }
@@ -198,6 +217,19 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         // its RSS holds the whole projection file; the page cache keeps them for the next reader. Not below
         // the budget: the writer would fault its hot pages in again.
         if overBudget { env.releaseResidentPages() }
+    }
+
+    /// After a slice of `sliceNanoseconds` of work, pauses so that work stays `duty` percent of the time.
+    private func pace(duty: Int, sliceStart: inout Int64) {
+        let now = MonotonicClock.nanoseconds()
+        let worked = now - sliceStart
+        guard worked >= Self.sliceNanoseconds else { return }
+        if !hurried.load(ordering: .relaxed) {
+            let pause = worked * Int64(100 - duty) / Int64(duty)
+            usleep(UInt32(clamping: pause / 1_000))
+            pausedNanoseconds += MonotonicClock.nanoseconds() - now
+        }
+        sliceStart = MonotonicClock.nanoseconds()
     }
 
     override func dropRecords() { changes = RecordBuffer() }

@@ -96,6 +96,7 @@ extension Store {
         // A replay is throughput-bound on every core it has, and nothing waits on it with a latency: its
         // checkpoints keep the process's priority.
         options.checkpointNice = nil
+        options.checkpointDuty = nil
         do {
             let scratch = try Store(path: path, options: options)
             scratch.wantsDeliveries = false

@@ -14,6 +14,12 @@ extension Store {
     /// Whether the next commit should also start a checkpoint.
     var checkpointDue: Bool {
         guard inFlightCheckpointIsDone else {
+            // The next one is due: the running one stops pacing itself.
+            if opsSinceCheckpoint >= options.checkpointOps
+                || MonotonicClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
+            {
+                inFlightCheckpoint?.hurry()
+            }
             // One at a time; the next commit tries again. But the lag is bounded: twice the ops interval
             // behind, the writer waits for the running checkpoint (in `startCheckpoint`) rather than let the
             // uncheckpointed tail, and the dirty units it pins in memory, grow while a background-priority
@@ -44,7 +50,8 @@ extension Store {
         swap(&changes, &checkpointBuffer)
         let checkpoint = CheckpointJob(
             env: projectionEnv, dbs: pdbs, changes: changes, checkpoint: position, after: job,
-            mappedBytesBudget: mappedBytesBudget, waitForLog: { job in committer?.wait(job) })
+            mappedBytesBudget: mappedBytesBudget, duty: options.checkpointDuty,
+            waitForLog: { job in committer?.wait(job) })
         checkpointFailed = false
         world.clearChanges()
         opsSinceCheckpoint = 0
@@ -88,6 +95,7 @@ extension Store {
     /// first (`checkpointFailed`). Its error is kept in `lastCheckpointError`.
     public func finishCheckpoint() {
         guard let job = inFlightCheckpoint else { return }
+        job.hurry()  // someone waits for it now
         checkpointer?.wait(job)
         inFlightCheckpoint = nil
         if let error = job.error {

@@ -52,6 +52,14 @@ public final class Store {
         /// and at 19 a thread gets ~1.5% of a core beside each busy one (10: ~10%); an unprivileged thread
         /// cannot raise its priority back while it is waited on.
         public var checkpointNice: Int32? = 10
+        /// The share of wall time, in percent, a checkpoint's puts may keep its thread busy (`nil` or 100:
+        /// as fast as it can). A checkpoint is a burst of ~0.1–0.4 s of CPU once a second; on a machine
+        /// whose cores the writer, the parser, the committer and their clients nearly fill, the burst took
+        /// the writer's core share and made the stream's latency bump once a second (BENCHMARKS, tenth
+        /// session). Paced, it works ~2 ms, then pauses so that its busy share stays at this figure —
+        /// RocksDB's rate limiter for flushes and compactions does the same for I/O. A checkpoint that the
+        /// next one is already waiting for (the writer is a whole interval ahead) stops pausing.
+        public var checkpointDuty: Int? = 50
         /// The budget of the working set: the resident projections' estimated size, in bytes, beyond which
         /// clean units are evicted after each checkpoint (`--cache-mb`).
         public var cacheBytes: Int = Store.defaultCacheBytes

@@ -1,6 +1,7 @@
 @testable import TeamLogStore
 import TeamLog
 import TeamLogWorkload
+import TestSupport
 import Testing
 
 /// The checkpoint's record buffer (`RecordBuffer`) and the order a checkpoint writes it in
@@ -72,5 +73,51 @@ import Testing
         #expect(buffer.byteCount == 2 + 1 + 1 + 2)
         #expect(buffer.record(0).2 == nil && buffer.record(1).2 == nil && buffer.record(2).2 == [5, 6])
         #expect(buffer.record(1).1 == [3])
+    }
+}
+
+/// A checkpoint paces its puts (`Store.Options.checkpointDuty`): it pauses between slices of work unless
+/// hurried, and writes every record either way.
+@Suite struct CheckpointPacingTests {
+    static func job(_ store: Store, records: Int, duty: Int?) -> CheckpointJob {
+        var buffer = RecordBuffer()
+        for n in 0..<records {
+            buffer.append(.presence, key: { $0.raw(Array("user-\(n)".utf8)) }) { w in
+                w.u8(1)
+                w.strings([Id("device-\(n)")])
+                w.bool(false)
+                return true
+            }
+        }
+        return CheckpointJob(
+            env: store.projectionEnv, dbs: store.pdbs, changes: buffer,
+            checkpoint: Checkpoint(seq: 0, ts: 0, hash: store.checkpoint.hash), after: nil,
+            mappedBytesBudget: 1 << 40, duty: duty, waitForLog: { _ in })
+    }
+
+    static func storedPresence(_ store: Store) throws -> Int {
+        try store.projectionEnv.read { txn in try txn.stat(store.pdbs.table(.presence)).entries }
+    }
+
+    @Test func aPacedCheckpointPausesAndAHurriedOneDoesNot() throws {
+        let directory = TemporaryDirectory("checkpoint-pacing")
+        let store = try Store(path: directory.child("store"))
+        // Enough puts to run past several 2 ms slices even on a fast machine.
+        let paced = Self.job(store, records: 200_000, duty: 25)
+        paced.runInPlace()
+        #expect(paced.error == nil)
+        #expect(paced.pausedNanoseconds > 0)
+        #expect(try Self.storedPresence(store) == 200_000)
+
+        let hurried = Self.job(store, records: 200_000, duty: 25)
+        hurried.hurry()
+        hurried.runInPlace()
+        #expect(hurried.error == nil)
+        #expect(hurried.pausedNanoseconds == 0)
+
+        let unpaced = Self.job(store, records: 50_000, duty: nil)
+        unpaced.runInPlace()
+        #expect(unpaced.pausedNanoseconds == 0)
+        #expect(try Self.storedPresence(store) == 200_000)
     }
 }

@@ -295,10 +295,12 @@ import Testing
             ],
             stdin: feed.stdin, stderr: errPath)
 
-        // Feed in 16 KiB writes until 300 events are out (the stop handler is installed by then), then stop
-        // writing with most of the workload unsent and send SIGTERM while the child holds read lines.
+        // Feed in 16 KiB writes until 100 events are out (the stop handler is installed by then), then stop
+        // writing with most of the workload unsent and send SIGTERM while the child holds read lines. (100, not
+        // 300: in a loaded full test run the child once read the whole 471 KB workload before it had printed
+        // 300 events, so the SIGTERM came after the feed.)
         var offset = 0
-        while !child.reachedEnd, offset < reference.workload.count, Self.events(child.lines) < 300 {
+        while !child.reachedEnd, offset < reference.workload.count, Self.events(child.lines) < 100 {
             offset = try feed.pump(
                 reference.workload, from: offset, to: min(offset + (1 << 14), reference.workload.count),
                 chunk: 1 << 14, draining: child)
@@ -323,7 +325,7 @@ import Testing
         #expect(audit.ok, "\(audit)")
         let committed = try store.head().seq
         #expect(seqs.map { UInt64($0) } == Array(1..<committed + 1), "printed events are exactly the committed seqs")
-        #expect(committed >= 300)
+        #expect(committed >= 100)
         #expect(stderr.contains("accepted \(committed),"), "the summary counts what was committed: \(stderr)")
         #expect(try CrashSafetyTests.opIds(of: store) == Array(reference.logOpIds.prefix(Int(committed))))
 
