@@ -70,7 +70,7 @@ import Testing
     ]
 
     @Test func theByteRuleIsTheScalarRule() {
-        var rng = SplitMix64Local(seed: 11)
+        var rng = JSONTests.SplitMix64(state: 11)
         for _ in 0..<20_000 {
             var s = String.UnicodeScalarView()
             for _ in 0..<Int(rng.next() % 40) { s.append(Self.pool[Int(rng.next() % UInt64(Self.pool.count))]) }
@@ -82,18 +82,5 @@ import Testing
         #expect(Ids.problem(String(repeating: "é", count: 64)) == nil)  // 128 bytes
         #expect(Ids.problem(String(repeating: "é", count: 64) + "a") == "is 129 bytes, longer than 128")
         #expect(!JSONValue.sameUTF8("caf\u{E9}", "cafe\u{301}"))
-    }
-}
-
-/// SplitMix64 (TeamLogWorkload's is not a dependency of these tests).
-struct SplitMix64Local {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
