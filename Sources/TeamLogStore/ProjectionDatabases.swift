@@ -11,9 +11,8 @@ import TeamLog
 /// commit), rebuilt from the log when missing, behind, or made by another format.
 struct ProjectionDatabases {
     let meta: Database<UTF8String, RawBytes>
-    let tables: [ProjectionTable: DatabaseHandle]
-    /// `tables` by `ProjectionTable.rank`.
-    let byRank: [DatabaseHandle]
+    /// Each table's handle, at its `ProjectionTable.rank`.
+    private let handles: [DatabaseHandle]
 
     /// The layout of the projection records this build writes. A projection environment of another
     /// format is rebuilt from the log at open (it is a cache of it), so this moves independently of the
@@ -47,19 +46,16 @@ struct ProjectionDatabases {
                     message: "the projections in \(env.path) have format \(version.map(String.init) ?? "none"); "
                         + "this build writes \(Self.format)", path: env.path)
             }
-            var t: [ProjectionTable: DatabaseHandle] = [:]
-            for table in ProjectionTable.allCases {
-                t[table] = try env.openHandle("p.\(table.rawValue)", create: false)
+            handles = try ProjectionTable.allCases.map { table in
+                try env.openHandle("p.\(table.rawValue)", create: false)
             }
-            tables = t
-            byRank = ProjectionTable.allCases.map { t[$0]! }
         } catch let error as LMDBError where error.code == .notFound {
             throw StoreError(
                 code: .notAStore, message: "\(env.path) holds no teamlog projections", cause: error, path: env.path)
         }
     }
 
-    func table(_ table: ProjectionTable) -> DatabaseHandle { byRank[table.rank] }
+    func table(_ table: ProjectionTable) -> DatabaseHandle { handles[table.rank] }
 
     /// The log position the stored tables are at.
     func readCheckpoint(_ txn: Transaction) throws -> Checkpoint {

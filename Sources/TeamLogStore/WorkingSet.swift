@@ -479,11 +479,11 @@ extension Store {
         // took 3–4 ms of every 5–6 ms commit cycle for ~0.3 s, the stream's worst latencies at ~1M ops
         // (BENCHMARKS, tenth session). Below the budget nothing is urgent; if the working set grows back
         // over it faster than the quarter steps evict, full steps resume.
-        let steps = estimate > budget ? steps : max(256, steps / 4)
+        let limit = estimate > budget ? steps : max(256, steps / 4)
         var visited = 0
         while estimate > target, let (key, e) = workingSet.clock.first {
             guard let end = workingSet.end(ofEpoch: e), end <= clean else { break }  // not all clean
-            if visited == steps {
+            if visited == limit {
                 workingSet.sweepUnfinished = true  // the rest at the next commits
                 break
             }

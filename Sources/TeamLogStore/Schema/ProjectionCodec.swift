@@ -161,14 +161,6 @@ public enum ProjectionCodec {
         }
     }
 
-    /// The table, key bytes and current value bytes (`nil`: the record must be deleted) of a changed key,
-    /// on their own (tests and tools; the store appends records to a `RecordBuffer`).
-    public static func record(_ key: ProjectionKey, in world: World) -> (ProjectionTable, [UInt8], [UInt8]?) {
-        var buffer = RecordBuffer()
-        append(key, in: world, to: &buffer)
-        return buffer.record(0)
-    }
-
     /// Every projection key of the state (what a full comparison covers). Index entries are listed only
     /// from a replay's `indexJournal`: a writer's state keeps their totals, the entries are on disk.
     public static func allKeys(_ world: World) -> [ProjectionKey] {
@@ -194,13 +186,7 @@ public enum ProjectionCodec {
         return keys
     }
 
-    /// conversation, [0, user,] 0, big-endian seq: an append-only index key, built in one allocation.
-    static func seqKey(_ conv: ConvKey, _ user: Id?, _ seq: UInt64) -> [UInt8] {
-        var w = ByteWriter(capacity: 1 + conv.id.utf8.count + (user.map { $0.utf8.count + 1 } ?? 0) + 9)
-        writeSeqKey(conv, user, seq, &w)
-        return w.bytes
-    }
-
+    /// Writes conversation, [0, user,] 0, big-endian seq: an append-only index key.
     static func writeSeqKey(_ conv: ConvKey, _ user: Id?, _ seq: UInt64, _ w: inout ByteWriter) {
         conv.append(to: &w.bytes)
         if let user {
@@ -365,8 +351,10 @@ public enum ProjectionCodec {
     public static func allRecords(_ world: World) -> [ProjectionTable: [([UInt8], [UInt8])]] {
         var out: [ProjectionTable: [([UInt8], [UInt8])]] = [:]
         for table in ProjectionTable.allCases { out[table] = [] }
-        for key in allKeys(world) {
-            let (table, k, v) = record(key, in: world)
+        var buffer = RecordBuffer()
+        for key in allKeys(world) { append(key, in: world, to: &buffer) }
+        for index in 0..<buffer.count {
+            let (table, k, v) = buffer.record(index)
             if let v { out[table]!.append((k, v)) }
         }
         for table in ProjectionTable.allCases {
