@@ -541,6 +541,7 @@ extension Store {
             world.evict(key)
             workingSet.evicted!.insert(key)
         }
+        Allocator.releaseFreedPages()
     }
 
     /// Debug check after an op: every record it changed (`changes`, set apart from the batch's) belongs

@@ -9,6 +9,8 @@ struct Repair: ParsableCommand {
     @OptionGroup var storeOptions: StoreOptions
 
     func run() throws {
+        // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
+        Allocator.setFreedPagesDecay(milliseconds: 1_000)
         var options = Store.Options()
         options.verifyChainAtOpen = false
         let store: Store
