@@ -69,9 +69,6 @@ public enum Allocator {
         #endif
     }()
 
-    /// Whether the allocator is jemalloc (its controls are reachable).
-    public static var isJemalloc: Bool { jemalloc != nil }
-
     /// Returns every arena's freed pages to the kernel now. Call after freeing much at once.
     public static func releaseFreedPages() { jemalloc?.purge() }
 
@@ -114,12 +111,5 @@ struct JemallocControls {
                 _ = mallctl("arena.\(arena).\(setting)", nil, nil, &value, MemoryLayout<Int>.size)
             }
         }
-    }
-
-    /// A decay setting (`"arenas.dirty_decay_ms"`, `"arena.0.muzzy_decay_ms"`, …), or `nil` when unknown.
-    func decay(_ name: String) -> Int? {
-        var value = 0
-        var length = MemoryLayout<Int>.size
-        return mallctl(name, &value, &length, nil, 0) == 0 ? value : nil
     }
 }
