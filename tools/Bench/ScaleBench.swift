@@ -6,7 +6,8 @@
 //
 // Generates a chat workload once with teamlog-gen, ingests it chunk by chunk into one store, each chunk a
 // separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
-// then audits the store. Each child's wall time and peak RSS are its own. Writes DIR/scale.md.
+// then audits the store. Each child's wall time and peak RSS are its own. Writes DIR/scale.md and a chart,
+// DIR/scale.svg.
 
 import TeamLogStore
 
@@ -132,7 +133,8 @@ struct ScaleBench {
         print("\n" + md)
         mkdir(options.outDir, 0o755)  // may exist
         writeFile(options.outDir + "/scale.md", md)
-        print("wrote \(options.outDir)/scale.md")
+        writeFile(options.outDir + "/scale.svg", results.chart)
+        print("wrote \(options.outDir)/scale.md and \(options.outDir)/scale.svg")
     }
 
     // MARK: Helpers
