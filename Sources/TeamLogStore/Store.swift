@@ -372,13 +372,13 @@ public final class Store {
         if !projectionsOnly { append(event) }
     }
 
-    /// A projections-only store (`projectionsOnly`) after a run of `applyReplayed` events: encodes the
-    /// records they changed into the next checkpoint's buffer, as a log commit does, evicts when over
-    /// budget (`evictWholesaleIfOverBudget`), and starts a checkpoint when `checkpointOps` events have
-    /// been applied since the last one and it is done.
+    /// A projections-only store (`projectionsOnly`) after a run of `applyReplayed` events: evicts when
+    /// over budget (`evictWholesaleIfOverBudget`), and starts a checkpoint when `checkpointOps` events have
+    /// been applied since the last one and it is done. The changed records are encoded only then (a
+    /// checkpoint buffers them), not after every run as a log commit does: a record changed in several
+    /// runs is encoded once (the checkpointer's samples −8% on a 1M-event audit).
     func replayedBatchDone() throws {
         precondition(projectionsOnly, "a store with a log checkpoints at its commits")
-        bufferChanges()
         if workingSet.wholesale { try evictWholesaleIfOverBudget() }
         if opsSinceCheckpoint >= options.checkpointOps && inFlightCheckpointIsDone { startCheckpoint(after: nil) }
     }
