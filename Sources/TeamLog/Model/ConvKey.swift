@@ -1,9 +1,11 @@
 /// The shared identity of a conversation: a team's (by team id) or a p2p pair's (both users, sorted).
 /// Both sides of a p2p chat share one `ConvKey`; each sees it as `{"type":"p2p","id":<the other>}`.
 public struct ConvKey: Hashable, Sendable, Comparable {
-    public let kind: Conversation.Kind
+    // The id first: the kind's byte then fits in the id's tail padding (24 bytes a key, not 32: it is
+    // the key of every user's conversations and a field of every resident message).
     /// Team id, or the two user ids joined by U+0001 (ids never hold control characters).
     public let id: Id
+    public let kind: Conversation.Kind
 
     public init(team: Id, kind: TeamKind) {
         self.kind = kind == .team ? .team : .superTeam

@@ -4,7 +4,7 @@
 public struct DerivedIndexes: Sendable {
     /// The teams each user is a member of, over the resident rosters (login and logout set online bits
     /// through it).
-    public internal(set) var userTeams: [Id: Set<Id>] = [:]
+    public internal(set) var userTeams: [Id: SmallIdSet] = [:]
     /// The open channels each user is a member of.
     public internal(set) var userChannels: [Id: Set<Id>] = [:]
     /// The earliest event time at which members sync removes someone (`nil`: nobody).

@@ -7,7 +7,7 @@ extension World {
     public func derivedIndexViolations() -> [String] {
         var problems: [String] = []
         // Rosters → bitsets, and → derived.userTeams.
-        var expectedUserTeams: [Id: Set<Id>] = [:]
+        var expectedUserTeams: [Id: SmallIdSet] = [:]
         for (id, team) in teams {
             let bits = team.bits
             let words = (team.slots.count + 63) / 64

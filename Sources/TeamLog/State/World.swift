@@ -93,7 +93,7 @@ public struct World: Sendable {
     }
 
     /// Read-only views of the derived indexes.
-    public var userTeams: [Id: Set<Id>] { derived.userTeams }
+    public var userTeams: [Id: SmallIdSet] { derived.userTeams }
     public var userChannels: [Id: Set<Id>] { derived.userChannels }
     public var syncDeadline: Int64? { derived.syncDeadline }
 }
