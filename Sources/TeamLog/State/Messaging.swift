@@ -28,14 +28,11 @@ public struct ConvState: Sendable, Equatable {
 
 /// One user's view of one conversation.
 public struct UserConv: Sendable, Equatable {
+    // Stored so that no field pads another (80 bytes, not 88: one of these per user and conversation).
     /// Read position: messages at or before it are read.
     public var readSeq: UInt64 = 0
     /// Seq of the user's (latest) join; messages before it never count.
     public var joinSeq: UInt64 = 0
-    /// Seq of the user's removal, while not a member: they stop receiving there.
-    public var leaveSeq: UInt64?
-    /// The last message only this user sees (directed, or the frozen last message after a removal).
-    public var last: MessageRef?
     /// The user's own counted broadcasts here so far (a sender never receives their own message): the
     /// ordinal of their last `own` entry. Kept across leaves and rejoins, like the index it numbers.
     public var ownTotal: UInt64 = 0
@@ -44,29 +41,40 @@ public struct UserConv: Sendable, Equatable {
     public var directedTotal: UInt64 = 0
     /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
     public var stamp = ResidencyStamp()
+    /// `leaveSeq`, 0 for none (seqs start at 1, so no leave is at 0): an optional would take 16 bytes.
+    private var leaveSeqOrZero: UInt64 = 0
+    /// The last message only this user sees (directed, or the frozen last message after a removal).
+    public var last: MessageRef?
+
+    /// Seq of the user's removal, while not a member: they stop receiving there.
+    public var leaveSeq: UInt64? {
+        get { leaveSeqOrZero == 0 ? nil : leaveSeqOrZero }
+        set { leaveSeqOrZero = newValue ?? 0 }
+    }
 
     public init(joinSeq: UInt64 = 0) { self.joinSeq = joinSeq }
 }
 
 /// A stored message (client messages and tips), queryable by id.
 public struct StoredMessage: Sendable, Equatable {
+    // Word-sized fields first and the flags last, so that fewer fields pad the next one.
     public var seq: UInt64
     public var ts: Int64
-    public var conv: ConvKey
-    public var sender: Id
+    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
+    public var stamp = ResidencyStamp()
+    public var directedUserIds: [Id]?
+    /// `modifyInfo`: who modified it and when.
+    public var modifiedTs: Int64?
     /// Client messages: the content as sent; tips: `{"type":"tip","text":…}`.
     public var content: JSONValue
+    public var conv: ConvKey
+    public var sender: Id
+    public var modifiedBy: Id?
     public var isTip: Bool
     /// `false` for `isPersisted: false` and status messages: only the id is kept (for `duplicateMessageId`).
     public var stored: Bool
     public var needReceipt: Bool = false
-    public var directedUserIds: [Id]?
     public var hasChanged: Bool = false
-    /// `modifyInfo`: who modified it and when.
-    public var modifiedBy: Id?
-    public var modifiedTs: Int64?
-    /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
-    public var stamp = ResidencyStamp()
 
     public init(seq: UInt64, ts: Int64, conv: ConvKey, sender: Id, content: JSONValue, isTip: Bool, stored: Bool) {
         self.seq = seq
