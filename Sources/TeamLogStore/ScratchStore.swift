@@ -107,9 +107,9 @@ extension Store {
                 // The estimate counts entries, not the dictionaries' spare buckets and per-user storage
                 // (a heap profile of a 1M-event audit: ~460 MB held by the replay at an estimated 256 MiB),
                 // and an audit or repair runs beside a writer that has its own. Three quarters of the
-                // default: at 5M events the peak RSS went ~1,080–1,140 → ~1,000–1,040 MB at the same rate
-                // (BENCHMARKS, eleventh session); at 160 MiB the teams no longer fit in half the budget,
-                // are evicted with the rest, and the rate halved.
+                // default: with the allocator's shorter decay (`Allocator`), a 5M-event audit's peak RSS went
+                // 1,150–1,168 → 1,040–1,045 MB at the same rate (BENCHMARKS, eleventh session); at 160 MiB
+                // the teams no longer fit in half the budget, are evicted with the rest, and the rate halved.
                 scratch.workingSet.budgetBytes = Store.defaultCacheBytes / 4 * 3
             }
             return ScratchStore(store: scratch, path: path)
