@@ -151,9 +151,9 @@ extension World {
             // A p2p conversation without a stored message does not exist; reading it creates none (SPEC §2).
             if to.kind == .p2p && userConvs[actor]?[key] == nil { break }
             let position = min(upTo ?? (seq - 1), seq - 1)
-            var uc = userConvs[actor]?[key] ?? UserConv()
-            uc.readSeq = max(uc.readSeq, position)
-            userConvs[actor, default: [:]][key] = uc
+            userConvs[actor, default: [:]].upsert(key, default: UserConv()) { uc in
+                uc.readSeq = max(uc.readSeq, position)
+            }
             touch(.userConv(actor, key))
 
         case .messageReceipt(_, let ids):
@@ -292,16 +292,16 @@ extension World {
         -> UInt64
     {
         var ordinal: UInt64 = 0
-        modifying(&userConvs[user]![key]!) { uc in
+        userConvs[user]!.modify(key) { uc in
             uc[keyPath: total] += 1
             ordinal = uc[keyPath: total]
         }
+        precondition(ordinal > 0, "\(user) has no view of \(key)")
         return ordinal
     }
 
     private mutating func setIndividualLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) {
-        guard userConvs[user]?[key] != nil else { return }
-        userConvs[user]![key]!.last = ref
+        guard userConvs[user]?.modify(key, { $0.last = ref }) != nil else { return }
         touch(.userConv(user, key))
     }
 
@@ -370,16 +370,10 @@ extension World {
     /// (`TeamState.addMember(_:role:joinSeq:online:)`).
     mutating func joinedConversation(_ user: Id, team id: Id, key: ConvKey, seq: UInt64) {
         // One hash of the user per table, mutated in place (this runs once per member of a team.create).
-        var added = false
-        modifying(&userConvs[user, default: [:]]) { convs in
-            if let index = convs.index(forKey: key) {
-                convs.values[index].joinSeq = seq
-                convs.values[index].leaveSeq = nil
-                convs.values[index].last = nil
-            } else {
-                convs[key] = UserConv(joinSeq: seq)
-                added = true
-            }
+        let added = userConvs[user, default: [:]].upsert(key, default: UserConv(joinSeq: seq)) { uc in
+            uc.joinSeq = seq
+            uc.leaveSeq = nil
+            uc.last = nil
         }
         if added { userConvCount += 1 }
         touchAppended(.userConv(user, key))
@@ -390,8 +384,10 @@ extension World {
     mutating func leftConversation(_ user: Id, team id: Id, seq: UInt64) {
         let key = ConvKey(team: id, kind: teams[id]!.kind)
         let last = lastMessage(user, key)
-        userConvs[user]![key]!.leaveSeq = seq
-        userConvs[user]![key]!.last = last
+        userConvs[user]!.modify(key) { uc in
+            uc.leaveSeq = seq
+            uc.last = last
+        }
         touch(.userConv(user, key))
         derived.userTeams[user]?.remove(id)
         if derived.userTeams[user]?.isEmpty == true { derived.userTeams[user] = nil }

@@ -146,9 +146,8 @@ extension World {
             guard let index = convs.index(forKey: key) else { return nil }
             return convs.values[index].stamp.mark(seq)
         case .userConv(let user, let key):
-            guard let outer = userConvs.index(forKey: user), let index = userConvs.values[outer].index(forKey: key)
-            else { return nil }
-            return userConvs.values[outer].values[index].stamp.mark(seq)
+            guard let outer = userConvs.index(forKey: user) else { return nil }
+            return userConvs.values[outer].modify(key) { $0.stamp.mark(seq) }
         case .message(let id):
             return messages.withValue(forKey: id) { $0.stamp.mark(seq) }
         case .receipt(let id):
@@ -190,8 +189,7 @@ extension World {
 
     /// Makes a user conversation resident.
     public mutating func adoptUserConv(_ user: Id, _ key: ConvKey, _ uc: UserConv) {
-        if userConvs[user]?[key] == nil { userConvCount += 1 }
-        userConvs[user, default: [:]][key] = uc
+        if userConvs[user, default: [:]].upsert(key, default: uc, { $0 = uc }) { userConvCount += 1 }
     }
 
     /// Makes a message resident.

@@ -14,7 +14,7 @@ public struct World: Sendable {
     /// Conversations by key.
     public var convs: [ConvKey: ConvState] = [:]
     /// Each user's conversations.
-    public var userConvs: [Id: [ConvKey: UserConv]] = [:]
+    public var userConvs: [Id: UserConvs] = [:]
     /// Messages and tips by id (sharded: the table grows with the traffic, see `ShardedDictionary`).
     public var messages = ShardedDictionary<Id, StoredMessage>()
     /// Receipt tallies by message id (sharded, likewise).
