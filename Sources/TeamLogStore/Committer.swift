@@ -234,12 +234,14 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 
     override func dropRecords() { changes = RecordBuffer() }
 
-    /// Puts between two releases of the mapped pages a checkpoint read (a power of two; small in debug
-    /// builds, so the tests' checkpoints run through releases).
+    /// Puts between two checks of the file-backed budget, releasing the mapped pages a checkpoint read
+    /// when over it (a power of two; small in debug builds, so the tests' checkpoints run through
+    /// releases). 8,192 let a scratch checkpoint's reads overshoot the budget by hundreds of MB (see
+    /// `Store.writerReleaseInterval`).
     #if DEBUG
         static let releaseEvery = 16
     #else
-        static let releaseEvery = 8_192
+        static let releaseEvery = 1_024
     #endif
 
     /// The order to write `changes` in: each (table, key) once — its last change, the buffer holding a
