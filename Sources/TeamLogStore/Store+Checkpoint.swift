@@ -11,15 +11,9 @@ import TeamLogThreads
 /// Checkpoints: the projections written to their environment, off the path of log commits, and the log
 /// after the last one replayed at open.
 extension Store {
-    /// Whether the next commit should also start a checkpoint.
+    /// Whether the next commit should also start a checkpoint (a query: see `hurryCheckpointIfNextIsDue`).
     var checkpointDue: Bool {
         guard inFlightCheckpointIsDone else {
-            // The next one is due: the running one stops pacing itself.
-            if opsSinceCheckpoint >= options.checkpointOps
-                || MonotonicClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
-            {
-                inFlightCheckpoint?.hurry()
-            }
             // One at a time; the next commit tries again. But the lag is bounded: twice the ops interval
             // behind, the writer waits for the running checkpoint (in `startCheckpoint`) rather than let the
             // uncheckpointed tail, and the dirty units it pins in memory, grow while a background-priority
@@ -28,6 +22,18 @@ extension Store {
         }
         if opsSinceCheckpoint >= options.checkpointOps { return true }
         return opsSinceCheckpoint > 0 && MonotonicClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
+    }
+
+    /// When a checkpoint is still being written and the next one's interval (ops or time) has passed,
+    /// tells the running one to stop pacing itself (`CheckpointJob.hurry`): its pauses spread its work
+    /// over the interval, not past it. Called by the writer after each commit, before `checkpointDue`.
+    func hurryCheckpointIfNextIsDue() {
+        guard let running = inFlightCheckpoint, !inFlightCheckpointIsDone else { return }
+        if opsSinceCheckpoint >= options.checkpointOps
+            || MonotonicClock.milliseconds() - lastCheckpointMs >= Int64(options.checkpointMs)
+        {
+            running.hurry()
+        }
     }
 
     /// Encodes every record changed since the last checkpoint from the state now (which `after`, the

@@ -469,6 +469,7 @@ public final class Store {
         pendingOpIds.removeAll(keepingCapacity: true)
         bufferChanges()
         touchesSinceRelease += job.events.count
+        hurryCheckpointIfNextIsDue()
         if checkpointDue {
             startCheckpoint(after: job)
         } else {
