@@ -213,8 +213,7 @@ public final class Store {
             return stored
         }
         checkpoint = stored
-        loaded.lastSeq = stored.seq
-        loaded.lastTs = stored.ts
+        loaded.restorePosition(seq: stored.seq, ts: stored.ts)
         world = loaded
         if loadState { world.finishRestore() }
         lastCheckpointMs = MonotonicClock.milliseconds()

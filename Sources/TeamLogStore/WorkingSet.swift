@@ -536,7 +536,7 @@ extension Store {
         for id in world.receipts.keys { units.append(.receipt(id)) }
         for id in world.messages.keys { workingSet.evicted!.insert(.message(id)) }
         workingSet.stats.evictions += world.messages.count + units.count
-        world.messages.removeAll()
+        world.evictAllMessages()
         for key in units {
             world.evict(key)
             workingSet.evicted!.insert(key)
@@ -583,8 +583,7 @@ extension Store {
         try readProjections { txn in
             let checkpoint = try pdbs.readCheckpoint(txn)
             try pdbs.loadProjections(txn, into: &all)
-            all.lastSeq = checkpoint.seq
-            all.lastTs = checkpoint.ts
+            all.restorePosition(seq: checkpoint.seq, ts: checkpoint.ts)
         }
         all.finishRestore()
         return all

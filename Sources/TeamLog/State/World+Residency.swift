@@ -244,6 +244,11 @@ extension World {
         }
     }
 
+    /// Drops every resident message (a wholesale eviction: all of them are in the stored projections).
+    public mutating func evictAllMessages() {
+        messages.removeAll()
+    }
+
     /// Per-entry sizes of the estimate, in bytes: an entry with its dictionary overhead; a message with
     /// its content at an average size.
     private enum EntryBytes {

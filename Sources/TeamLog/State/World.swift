@@ -2,33 +2,37 @@
 ///
 /// Pure value: `decide` reads it, `apply` changes it, nothing here does I/O. Every change marks the
 /// projection records it touched in `dirty`, so the store can write exactly those in the same transaction.
+///
+/// The projected tables are readable everywhere and written only in this module: by `apply`, and by the
+/// store through the entry points made for it (`restore…` from its tables, `adopt…` and `evict` for the
+/// working set), so no other module can change a table behind the change set or the derived indexes.
 public struct World: Sendable {
     /// Limits and timings.
     public var config: Config
     /// Teams by id, dismissed ones included.
-    public var teams: [Id: TeamState] = [:]
+    public internal(set) var teams: [Id: TeamState] = [:]
     /// Seq of the last applied event (0 for an empty log).
-    public var lastSeq: UInt64 = 0
+    public internal(set) var lastSeq: UInt64 = 0
     /// Time of the last applied event in ms.
-    public var lastTs: Int64 = 0
+    public internal(set) var lastTs: Int64 = 0
     /// Conversations by key.
-    public var convs: [ConvKey: ConvState] = [:]
+    public internal(set) var convs: [ConvKey: ConvState] = [:]
     /// Each user's conversations.
-    public var userConvs: [Id: UserConvs] = [:]
+    public internal(set) var userConvs: [Id: UserConvs] = [:]
     /// Messages and tips by id (sharded: the table grows with the traffic, see `ShardedDictionary`).
-    public var messages = ShardedDictionary<Id, StoredMessage>()
+    public internal(set) var messages = ShardedDictionary<Id, StoredMessage>()
     /// Receipt tallies by message id (sharded, likewise).
-    public var receipts = ShardedDictionary<Id, ReceiptState>()
+    public internal(set) var receipts = ShardedDictionary<Id, ReceiptState>()
     /// How many user conversations `userConvs` holds (kept for the working set's size estimate).
     public internal(set) var userConvCount = 0
     /// How many receipt readers the tallies in `receipts` know (likewise).
     public internal(set) var residentReaders = 0
     /// Online devices per user (sorted) and when they went offline.
-    public var presence: [Id: Presence] = [:]
+    public internal(set) var presence: [Id: Presence] = [:]
     /// Signaling channels by id.
-    public var channels: [Id: ChannelState] = [:]
+    public internal(set) var channels: [Id: ChannelState] = [:]
     /// Stored offline notifications per user, in order.
-    public var offlineQueues: [Id: [StoredSignal]] = [:]
+    public internal(set) var offlineQueues: [Id: [StoredSignal]] = [:]
     /// Indexes derived from the tables above (user → teams, user → channels, the members-sync queue).
     public internal(set) var derived = DerivedIndexes()
     /// The records changed since the store last took them.
@@ -133,7 +137,7 @@ extension World {
 /// How much fan-out work applying events did: messages and tips fanned out, per-member decisions
 /// (receive + alert, one per member of the conversation), and deliveries (receivers).
 public struct FanOutStats: Sendable, Equatable {
-    public var messages = 0
+    public internal(set) var messages = 0
     public var memberDecisions = 0
     public var deliveries = 0
     public init() {}

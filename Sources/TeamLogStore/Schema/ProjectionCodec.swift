@@ -376,37 +376,37 @@ public enum ProjectionCodec {
         switch table {
         case .teams:
             let id = Id(String(decoding: key, as: UTF8.self))
-            world.teams[id] = try decodeTeam(id: id, &r)
+            world.restoreTeam(try decodeTeam(id: id, &r))
         case .members:
             let (team, user) = try splitKey(key)
             let member = try decodeMember(user: user, &r)
-            guard world.teams.index(forKey: team) != nil else {
+            guard world.restoreInTeam(team, { $0.restoreMember(member) }) else {
                 throw DecodeError("member \(user) of unknown team \(team)")
             }
-            world.teams[team]!.restoreMember(member)
         case .pastMembers:
             let (team, user) = try splitKey(key)
-            guard world.teams.index(forKey: team) != nil else {
+            let past = try readPastMemberships(&r)
+            guard world.restoreInTeam(team, { $0.restorePast(user, past) }) else {
                 throw DecodeError("past membership of unknown team \(team)")
             }
-            world.teams[team]!.restorePast(user, try readPastMemberships(&r))
         case .invites:
             let (team, invitee) = try splitKey(key)
-            guard world.teams.index(forKey: team) != nil else {
+            let inviters = try r.ids()
+            guard world.restoreInTeam(team, { $0.invites[invitee] = inviters }) else {
                 throw DecodeError("invitation to unknown team \(team)")
             }
-            world.teams[team]!.invites[invitee] = try r.ids()
         case .applications:
             let (team, applicant) = try splitKey(key)
-            guard world.teams.index(forKey: team) != nil else {
+            let text = try r.string()
+            guard world.restoreInTeam(team, { $0.applications[applicant] = text }) else {
                 throw DecodeError("application to unknown team \(team)")
             }
-            world.teams[team]!.applications[applicant] = try r.string()
         case .messages:
-            world.messages[Id(String(decoding: key, as: UTF8.self))] = try decodeMessage(&r)
+            world.restoreMessage(Id(String(decoding: key, as: UTF8.self)), try decodeMessage(&r))
         case .convs:
             guard let conv = ConvKey(bytes: key) else { throw DecodeError("bad conversation key") }
-            world.convs[conv, default: ConvState()].last = try readRef(&r)
+            let last = try readRef(&r)
+            world.restoreConv(conv) { $0.last = last }
         case .counted, .own, .directed:
             let (conv, user, _) = try splitSeqKey(key, hasUser: table != .counted)
             let ordinal = try r.varint()
@@ -420,9 +420,9 @@ public enum ProjectionCodec {
                 throw DecodeError("\(table.rawValue) ordinal \(ordinal) after \(total)")
             }
             switch table {
-            case .counted: world.convs[conv, default: ConvState()].countedTotal = ordinal
-            case .own: world.userConvs[user, default: [:]][conv, default: UserConv()].ownTotal = ordinal
-            default: world.userConvs[user, default: [:]][conv, default: UserConv()].directedTotal = ordinal
+            case .counted: world.restoreConv(conv) { $0.countedTotal = ordinal }
+            case .own: world.restoreUserConv(user, conv) { $0.ownTotal = ordinal }
+            default: world.restoreUserConv(user, conv) { $0.directedTotal = ordinal }
             }
         case .userConvs:
             guard let zero = key.firstIndex(of: 0), let conv = ConvKey(bytes: key[(zero + 1)...]) else {
@@ -434,29 +434,31 @@ public enum ProjectionCodec {
             let joinSeq = try r.varint()
             let leave = try r.varint()
             let last = try readRef(&r)
-            modifying(&world.userConvs[user, default: [:]][conv, default: UserConv()]) { uc in
+            world.restoreUserConv(user, conv) { uc in
                 uc.readSeq = readSeq
                 uc.joinSeq = joinSeq
                 uc.leaveSeq = leave == 0 ? nil : leave - 1
                 uc.last = last
             }
         case .receipts:
-            world.receipts[Id(String(decoding: key, as: UTF8.self))] = try readReceipt(&r)
+            world.restoreReceipt(Id(String(decoding: key, as: UTF8.self)), try readReceipt(&r))
         case .receiptReads:
             let (id, user) = try splitKey(key)
             let ordinal = try r.varint()
-            guard world.receipts[id] != nil else { throw DecodeError("receipt for unknown tally \(id)") }
-            guard world.receipts[id]!.restoreRead(user, ordinal: ordinal) else {
+            guard let restored = world.restoreRead(id, user, ordinal: ordinal) else {
+                throw DecodeError("receipt for unknown tally \(id)")
+            }
+            guard restored else {
                 throw DecodeError("receipt \(id)/\(user): ordinal \(ordinal) out of range or taken")
             }
         case .presence:
             var p = Presence()
             p.devices = try r.ids()
             p.offlineSince = try r.bool() ? try r.zigzag() : nil
-            world.presence[Id(String(decoding: key, as: UTF8.self))] = p
+            world.restorePresence(Id(String(decoding: key, as: UTF8.self)), p)
         case .channels:
             let id = Id(String(decoding: key, as: UTF8.self))
-            world.channels[id] = try decodeChannel(id: id, &r)
+            world.restoreChannel(try decodeChannel(id: id, &r))
         case .offline:
             let n = try r.count()
             var queue: [StoredSignal] = []
@@ -467,7 +469,7 @@ public enum ProjectionCodec {
                         from: try r.id(),
                         requestId: try r.optionalId(), pushText: try r.optionalString()))
             }
-            world.offlineQueues[Id(String(decoding: key, as: UTF8.self))] = queue
+            world.restoreOfflineQueue(Id(String(decoding: key, as: UTF8.self)), queue)
         }
         try r.expectEnd()
     }
