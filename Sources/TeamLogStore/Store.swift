@@ -509,8 +509,8 @@ public final class Store {
     /// the writer's thread. A page read maps more than its page (the kernel's fault-around maps the
     /// neighbours already in the page cache, 64 KiB; `MADV_RANDOM` does not stop it), so at 4,096 a 5M-event
     /// audit's scratch map reached 300–480 MB between checks against a 128 MiB budget, a third of its
-    /// peak RSS. At 1,024: peak 1,017 / 962 → 796 / 798 MB (KiB as `time` counts them), wall within
-    /// ~5% (BENCHMARKS, twelfth session). A check is one read of `/proc/self/statm`.
+    /// peak RSS. At 1,024: peak 1,017,340 / 962,388 → 796,164 / 798,116 KiB, for 2–6 s more system time
+    /// (BENCHMARKS, twelfth session). A check is one read of `/proc/self/statm`.
     #if DEBUG
         static let writerReleaseInterval = 64  // small in debug builds, so the tests run through releases
     #else

@@ -408,7 +408,3 @@ extension World {
         return own.seq > shared.seq ? own : shared
     }
 }
-
-/// Runs `change` on a value in place (lets a `default:` subscript be looked up once and mutated).
-@inline(__always)
-func modifying<T>(_ value: inout T, _ change: (inout T) -> Void) { change(&value) }
