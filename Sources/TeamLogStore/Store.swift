@@ -104,6 +104,8 @@ public final class Store {
     /// The external source position the committed log has consumed through (0: none; `Store+Source`).
     public internal(set) var sourcePosition: UInt64 = 0
     private var pendingOutputsScratch: [Output] = []
+    /// The fan-out work of every event this store applied since it opened (benchmarks report it).
+    public private(set) var fanOutStats = FanOutStats()
     private var failed: StoreError?
     private(set) var writerLock: WriterLock?
     /// A read snapshot kept for opId lookups between commits (renewed after each one).
@@ -339,12 +341,12 @@ public final class Store {
             // The decision saw the removals due at the op's time; store them even though the op fails.
             guard let sync = world.dueMembersSync(at: op.ts ?? now) else { return .rejected(rejection) }
             var outputs: [Output] = []
-            world.apply(sync, into: &outputs)
+            world.apply(sync, into: &outputs, counting: &fanOutStats)
             append(sync)
             return .rejectedAfterSync(rejection, sync: sync, outputs: outputs)
         case .success(let event):
             var outputs: [Output] = []
-            world.apply(event, into: &outputs)
+            world.apply(event, into: &outputs, counting: &fanOutStats)
             append(event)
             return .accepted(event, outputs)
         }
@@ -367,7 +369,7 @@ public final class Store {
         opsSinceCheckpoint += 1
         try prefetch(event.op)
         pendingOutputsScratch.removeAll(keepingCapacity: true)
-        world.apply(event, into: &pendingOutputsScratch)
+        world.apply(event, into: &pendingOutputsScratch, counting: &fanOutStats)
         if !projectionsOnly { append(event) }
     }
 

@@ -854,6 +854,7 @@ extension ExpectedSignal: Sendable {}
         var fresh = World()
         var replayed: [Output] = []
         for e in events { fresh.apply(e, into: &replayed) }
+        #expect(fresh.projected == m.world.projected)
         #expect(fresh.channels == m.world.channels)
         #expect(fresh.offlineQueues == m.world.offlineQueues)
         #expect(fresh.presence == m.world.presence)

@@ -130,6 +130,7 @@ func runPerRecipientRows(
 
     var world = World(config: config)
     world.wantsDeliveries = true
+    var stats = FanOutStats()
     var result = BaselineResult()
     var out: [Output] = []
     let start = now()
@@ -139,7 +140,7 @@ func runPerRecipientRows(
         for op in ops[result.opsDone..<end] {
             guard case .success(let event) = world.decide(op, now: 0) else { continue }
             out.removeAll(keepingCapacity: true)
-            world.apply(event, into: &out)
+            world.apply(event, into: &out, counting: &stats)
             switch op.body {
             case .messageSend(let m):
                 result.messages += 1
@@ -174,7 +175,7 @@ func runPerRecipientRows(
         result.opsDone = end
     }
     result.seconds = now() - start
-    result.memberDecisions = world.stats.memberDecisions
+    result.memberDecisions = stats.memberDecisions
     for file in ["/im.sqlite", "/im.sqlite-wal"] {
         var st = stat()
         if stat(dir + file, &st) == 0 { result.bytes += Int(st.st_size) }

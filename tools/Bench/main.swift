@@ -183,7 +183,7 @@ func run() throws {
     }
     try store.commit()
     let opsSeconds = now() - t
-    let stats = store.world.stats
+    let stats = store.fanOutStats
     let storeBytes = store.env.usedBytes
 
     // 3. JSON Lines end to end: parse + decide + store + project + fan-out, through the processor.
@@ -342,7 +342,7 @@ func run() throws {
         if (i + 1) % batch == 0 || i + 1 == rowOps.count {
             try storeE.commit()
             let elapsed = now() - t
-            teamlogAtBatch.append((elapsed, teamlogMessages, i + 1, storeE.world.stats, storeE.env.usedBytes))
+            teamlogAtBatch.append((elapsed, teamlogMessages, i + 1, storeE.fanOutStats, storeE.env.usedBytes))
         }
     }
     let rowConfig = storeE.world.config

@@ -3,6 +3,16 @@
 extension World {
     /// Applies `event` (which `decide` accepted against this state) and appends its outputs to `out`.
     public mutating func apply(_ event: Event, into out: inout [Output]) {
+        var uncounted = FanOutStats()
+        apply(event, into: &out, counting: &uncounted)
+    }
+
+    /// Applies `event` as `apply(_:into:)` does and adds its fan-out work to `stats` (the caller's: work
+    /// counters are not state, and only benchmarks read them).
+    public mutating func apply(_ event: Event, into out: inout [Output], counting stats: inout FanOutStats) {
+        // Counted in the workspace during the call, where the fan-out runs; swapped, not copied.
+        swap(&stats, &workspace.stats)
+        defer { swap(&stats, &workspace.stats) }
         precondition(event.seq == lastSeq + 1, "event \(event.seq) applied after \(lastSeq)")
         if let deadline = derived.syncDeadline, event.ts >= deadline {
             runMembersSync(at: event.ts, seq: event.seq, into: &out)
@@ -11,7 +21,7 @@ extension World {
         lastTs = max(lastTs, event.ts)
         let seq = event.seq
         let actor = event.op.actor
-        currentActor = actor
+        workspace.actor = actor
 
         switch event.op.body {
         case .teamCreate(let c):
@@ -259,6 +269,6 @@ extension World {
         let messageId = Self.tipId(seq: seq, index: index)
         let tip = Tip(seq: seq, team: id, messageId: messageId, nim: nim, zim: zim, text: text)
         out.append(.tip(tip))
-        deliverTip(tip, actor: currentActor, ts: lastTs, removed: removed, into: &out)
+        deliverTip(tip, actor: workspace.actor, ts: lastTs, removed: removed, into: &out)
     }
 }

@@ -184,12 +184,14 @@ extension World {
         // copies it, and a copy of a `TeamState` retains and releases its every field (profiled: the
         // largest source of retains on the writer's thread). Its roster (`slots`, copy-on-write: one
         // retain) is what the receivers are read from, and what a delivery keeps.
-        let (kind, slots, memberCount) = Self.fanOut(m, from: sender, in: &teams[m.to.id]!, with: &fanOut)
+        // (`projected.teams`, not the forwarding `teams`: an access to the table alone, beside the workspace's.)
+        let (kind, slots, memberCount) = Self.fanOut(
+            m, from: sender, in: &projected.teams[m.to.id]!, with: &workspace.fanOut)
         let key = ConvKey(team: m.to.id, kind: kind)
         let isDirected = m.directedUserIds != nil
-        stats.messages += 1
-        stats.memberDecisions += memberCount
-        stats.deliveries += MemberBits.count(fanOut.receivers)
+        workspace.stats.messages += 1
+        workspace.stats.memberDecisions += memberCount
+        workspace.stats.deliveries += MemberBits.count(workspace.fanOut.receivers)
 
         // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
         // adds index entries numbered by the running totals: O(1) writes whatever the team's size.
@@ -210,7 +212,7 @@ extension World {
             }
         } else {
             let updatesLast = m.isStored && !m.disableUpdateLastMessage
-            MemberBits.forEachSlot(fanOut.receivers) { slot in
+            MemberBits.forEachSlot(workspace.fanOut.receivers) { slot in
                 let user = slots[slot]!.user
                 if m.counts { indexed(.directed(key, user, seq, ordinal: nextOrdinal(user, key, \.directedTotal))) }
                 if updatesLast { setIndividualLast(user, key, ref) }
@@ -224,14 +226,15 @@ extension World {
             var receivers: [Id]?
             if isDirected {
                 receivers = []
-                MemberBits.forEachSlot(fanOut.receivers) { receivers!.append(slots[$0]!.user) }
+                MemberBits.forEachSlot(workspace.fanOut.receivers) { receivers!.append(slots[$0]!.user) }
             }
             receipts[m.messageId] = ReceiptState(
-                receiverCount: MemberBits.count(fanOut.receivers), directedReceivers: receivers)
+                receiverCount: MemberBits.count(workspace.fanOut.receivers), directedReceivers: receivers)
             touchAppended(.receipt(m.messageId))
         }
         if wantsDeliveries {
-            out.append(.delivery(Delivery(seq: seq, to: m.to, messageId: m.messageId, fanOut: fanOut, roster: slots)))
+            let delivery = Delivery(seq: seq, to: m.to, messageId: m.messageId, fanOut: workspace.fanOut, roster: slots)
+            out.append(.delivery(delivery))
         }
     }
 
@@ -246,9 +249,9 @@ extension World {
             touch(.userConv(user, key))
         }
         let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
-        stats.messages += 1
-        stats.memberDecisions += 2
-        stats.deliveries += receives ? 1 : 0
+        workspace.stats.messages += 1
+        workspace.stats.memberDecisions += 2
+        workspace.stats.deliveries += receives ? 1 : 0
         if m.isStored && convs[key] == nil {
             convs[key] = ConvState()
             touch(.conv(key))
@@ -305,7 +308,6 @@ extension World {
         touch(.userConv(user, key))
     }
 
-    /// A bitset of the slots of `users` who are members.
     /// Runs the fan-out of team message `m` over `team`'s roster into `fanOut`; the team's kind, roster and
     /// member count. `inout` only to read the team in place (see `sendTeam`): nothing of it changes.
     private static func fanOut(_ m: MessageSend, from sender: Id, in team: inout TeamState, with fanOut: inout FanOut)
@@ -324,6 +326,7 @@ extension World {
         return (team.kind, team.slots, team.memberCount)
     }
 
+    /// A bitset of the slots of `users` who are members.
     private static func bitset(_ users: [Id], in team: borrowing TeamState) -> [UInt64] {
         var words = [UInt64](repeating: 0, count: team.bits.wordCount)
         for user in users {
@@ -349,14 +352,14 @@ extension World {
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
         for user in removed { setIndividualLast(user, key, ref) }
-        stats.messages += 1
-        stats.memberDecisions += team.memberCount + removed.count
-        stats.deliveries += team.memberCount + removed.count
+        workspace.stats.messages += 1
+        workspace.stats.memberDecisions += team.memberCount + removed.count
+        workspace.stats.deliveries += team.memberCount + removed.count
         guard wantsDeliveries else { return }
-        fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
+        workspace.fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
         // As a team message's: the fan-out's bitsets over the roster, listed when read.
         var delivery = Delivery(
-            seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId, fanOut: fanOut,
+            seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId, fanOut: workspace.fanOut,
             roster: team.slots)
         delivery.appendSilenced(removed, reason: .tip)
         out.append(.delivery(delivery))

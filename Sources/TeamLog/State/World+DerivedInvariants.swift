@@ -1,7 +1,8 @@
 /// Invariants of the derived indexes against their sources (as swift-collections checks an `OrderedSet`'s
 /// hash table against its elements): the fan-out bitsets against the rosters and presence, the user → teams
 /// and user → channels indexes against the rosters and channels, the members-sync queue against the
-/// channels and presence, and receipt tallies' reader ordinals against their list.
+/// channels and presence, receipt tallies' reader ordinals against their list, and the working set's
+/// resident counts against the tables.
 extension World {
     /// Every derived index entry that disagrees with its source, as text; empty when all agree.
     public func derivedIndexViolations() -> [String] {
@@ -71,6 +72,15 @@ extension World {
             if let directed = tally.directedReceivers, directed.count != tally.receiverCount {
                 problems.append("receipt \(id): \(directed.count) directed receivers, count \(tally.receiverCount)")
             }
+        }
+        // The working set's counts against the tables they count.
+        let userConvs = userConvs.values.reduce(0) { $0 + $1.count }
+        if residentCounts.userConvs != userConvs {
+            problems.append("resident user conversations counted \(residentCounts.userConvs), held \(userConvs)")
+        }
+        let readers = receipts.values.reduce(0) { $0 + $1.readers.count }
+        if residentCounts.readers != readers {
+            problems.append("resident receipt readers counted \(residentCounts.readers), held \(readers)")
         }
         return problems
     }

@@ -1,7 +1,9 @@
-/// The whole projected state: what replaying the log from seq 1 rebuilds.
+/// The state decide reads and apply changes: the projected tables (`projected`, what replaying the log
+/// from seq 1 rebuilds), the indexes derived from them, the records changed since the store last took
+/// them, and settings.
 ///
-/// Pure value: `decide` reads it, `apply` changes it, nothing here does I/O. Every change marks the
-/// projection records it touched in `dirty`, so the store can write exactly those in the same transaction.
+/// Pure value: nothing here does I/O. Every change marks the projection records it touched in `changes`,
+/// so the store can write exactly those at its next checkpoint.
 ///
 /// The projected tables are readable everywhere and written only in this module: by `apply`, and by the
 /// store through the entry points made for it (`restore…` from its tables, `adopt…` and `evict` for the
@@ -9,30 +11,11 @@
 public struct World: Sendable {
     /// Limits and timings.
     public var config: Config
-    /// Teams by id, dismissed ones included.
-    public internal(set) var teams: [Id: TeamState] = [:]
-    /// Seq of the last applied event (0 for an empty log).
-    public internal(set) var lastSeq: UInt64 = 0
-    /// Time of the last applied event in ms.
-    public internal(set) var lastTs: Int64 = 0
-    /// Conversations by key.
-    public internal(set) var convs: [ConvKey: ConvState] = [:]
-    /// Each user's conversations.
-    public internal(set) var userConvs: [Id: UserConvs] = [:]
-    /// Messages and tips by id (sharded: the table grows with the traffic, see `ShardedDictionary`).
-    public internal(set) var messages = ShardedDictionary<Id, StoredMessage>()
-    /// Receipt tallies by message id (sharded, likewise).
-    public internal(set) var receipts = ShardedDictionary<Id, ReceiptState>()
-    /// How many user conversations `userConvs` holds (kept for the working set's size estimate).
-    public internal(set) var userConvCount = 0
-    /// How many receipt readers the tallies in `receipts` know (likewise).
-    public internal(set) var residentReaders = 0
-    /// Online devices per user (sorted) and when they went offline.
-    public internal(set) var presence: [Id: Presence] = [:]
-    /// Signaling channels by id.
-    public internal(set) var channels: [Id: ChannelState] = [:]
-    /// Stored offline notifications per user, in order.
-    public internal(set) var offlineQueues: [Id: [StoredSignal]] = [:]
+    /// The projected tables, as one value (see `Projections`); each is forwarded below, read and changed
+    /// in place.
+    public internal(set) var projected = Projections()
+    /// Sizes the working set's estimate counts (`residentBytesEstimate`), kept as the tables change.
+    public internal(set) var residentCounts = ResidentCounts()
     /// Indexes derived from the tables above (user → teams, user → channels, the members-sync queue).
     public internal(set) var derived = DerivedIndexes()
     /// The records changed since the store last took them.
@@ -43,12 +26,8 @@ public struct World: Sendable {
     /// The unread index entries applied, kept only by replays that compare or rebuild the index tables
     /// (`audit`, `repair`); `nil` for the writer, whose entries live on disk (see `IndexJournal`).
     public var indexJournal: IndexJournal?
-    /// Work counters for benchmarks (not state: never stored or compared).
-    public var stats = FanOutStats()
-    /// Scratch buffers of the fan-out core.
-    var fanOut = FanOut()
-    /// The actor of the event being applied (for tips).
-    var currentActor: Id = ""
+    /// What `apply` works in (see `Workspace`): not state.
+    var workspace = Workspace()
 
     public init(config: Config = Config()) {
         self.config = config
@@ -102,6 +81,116 @@ public struct World: Sendable {
     public var syncDeadline: Int64? { derived.syncDeadline }
 }
 
+/// The projected tables, forwarded to `projected` so decide and apply read and write them in place (a
+/// `_modify` yields the table itself: no copy of a dictionary for a change of one entry).
+extension World {
+    /// Teams by id, dismissed ones included.
+    public internal(set) var teams: [Id: TeamState] {
+        @inlinable get { projected.teams }
+        _modify { yield &projected.teams }
+        set { projected.teams = newValue }
+    }
+    /// Seq of the last applied event (0 for an empty log).
+    public internal(set) var lastSeq: UInt64 {
+        @inlinable get { projected.lastSeq }
+        _modify { yield &projected.lastSeq }
+        set { projected.lastSeq = newValue }
+    }
+    /// Time of the last applied event in ms.
+    public internal(set) var lastTs: Int64 {
+        @inlinable get { projected.lastTs }
+        _modify { yield &projected.lastTs }
+        set { projected.lastTs = newValue }
+    }
+    /// Conversations by key.
+    public internal(set) var convs: [ConvKey: ConvState] {
+        @inlinable get { projected.convs }
+        _modify { yield &projected.convs }
+        set { projected.convs = newValue }
+    }
+    /// Each user's conversations.
+    public internal(set) var userConvs: [Id: UserConvs] {
+        @inlinable get { projected.userConvs }
+        _modify { yield &projected.userConvs }
+        set { projected.userConvs = newValue }
+    }
+    /// Messages and tips by id.
+    public internal(set) var messages: ShardedDictionary<Id, StoredMessage> {
+        @inlinable get { projected.messages }
+        _modify { yield &projected.messages }
+        set { projected.messages = newValue }
+    }
+    /// Receipt tallies by message id.
+    public internal(set) var receipts: ShardedDictionary<Id, ReceiptState> {
+        @inlinable get { projected.receipts }
+        _modify { yield &projected.receipts }
+        set { projected.receipts = newValue }
+    }
+    /// Online devices per user (sorted) and when they went offline.
+    public internal(set) var presence: [Id: Presence] {
+        @inlinable get { projected.presence }
+        _modify { yield &projected.presence }
+        set { projected.presence = newValue }
+    }
+    /// Signaling channels by id.
+    public internal(set) var channels: [Id: ChannelState] {
+        @inlinable get { projected.channels }
+        _modify { yield &projected.channels }
+        set { projected.channels = newValue }
+    }
+    /// Stored offline notifications per user, in order.
+    public internal(set) var offlineQueues: [Id: [StoredSignal]] {
+        @inlinable get { projected.offlineQueues }
+        _modify { yield &projected.offlineQueues }
+        set { projected.offlineQueues = newValue }
+    }
+
+    /// How many user conversations `userConvs` holds (kept for the working set's size estimate).
+    public internal(set) var userConvCount: Int {
+        get { residentCounts.userConvs }
+        set { residentCounts.userConvs = newValue }
+    }
+    /// How many receipt readers the tallies in `receipts` know (likewise).
+    public internal(set) var residentReaders: Int {
+        get { residentCounts.readers }
+        set { residentCounts.readers = newValue }
+    }
+}
+
+/// Sizes of resident tables that a walk would otherwise count (`World.residentBytesEstimate` reads them
+/// after every op): derived from the tables like the indexes in `DerivedIndexes`, and checked against them
+/// by `World.derivedIndexViolations()`.
+public struct ResidentCounts: Sendable, Equatable {
+    /// User conversations over every user's `UserConvs`.
+    public internal(set) var userConvs = 0
+    /// Readers over every receipt tally.
+    public internal(set) var readers = 0
+
+    public init() {}
+}
+
+/// What `apply` works in: the fan-out core's bitsets, kept only so the next call does not allocate them
+/// again, the actor of the event being applied, and the caller's work counters for the call. Never state — not projected, compared or stored —
+/// and internal to the domain (as GRDB's statement caches are internal types of its `Database`).
+struct Workspace: Sendable {
+    /// Scratch buffers of the fan-out core.
+    var fanOut = FanOut()
+    /// The actor of the event being applied (for tips).
+    var actor: Id = ""
+    /// The counters passed to `apply(_:into:counting:)`, for the call's duration.
+    var stats = FanOutStats()
+}
+
+/// How much fan-out work applying events did: messages and tips fanned out, per-member decisions
+/// (receive + alert, one per member of the conversation), and deliveries (receivers). Kept by the caller
+/// and passed to `World.apply(_:into:counting:)`; benchmarks report them.
+public struct FanOutStats: Sendable, Equatable {
+    public internal(set) var messages = 0
+    public internal(set) var memberDecisions = 0
+    public internal(set) var deliveries = 0
+    public init() {}
+}
+
 extension World {
     /// Rebuilds what is derived rather than stored, after loading projections: the user → teams index
     /// and the online bits of every roster.
@@ -132,13 +221,4 @@ extension World {
 
     /// A user's online devices.
     public func devices(of user: Id) -> [Id] { presence[user]?.devices ?? [] }
-}
-
-/// How much fan-out work applying events did: messages and tips fanned out, per-member decisions
-/// (receive + alert, one per member of the conversation), and deliveries (receivers).
-public struct FanOutStats: Sendable, Equatable {
-    public internal(set) var messages = 0
-    public var memberDecisions = 0
-    public var deliveries = 0
-    public init() {}
 }
