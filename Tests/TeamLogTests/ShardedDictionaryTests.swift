@@ -1,4 +1,4 @@
-import TeamLog
+@testable import TeamLog
 import TeamLogWorkload
 import Testing
 
@@ -70,5 +70,45 @@ import Testing
         table[Id("cafe\u{301}")] = 2
         #expect(table.count == 2)
         #expect(table[Id("caf\u{E9}")] == 1 && table[Id("cafe\u{301}")] == 2)
+    }
+
+    /// The shards' shares grow geometrically, 2^(s/256), so their sizes spread over a factor of two and
+    /// they cross their growth thresholds one after another, not all within the same thousand insertions.
+    @Test func shardSizesSpreadOverAFactorOfTwo() {
+        // The prefix table: every shard has prefixes, in order, 11 to 22 of them.
+        #expect(shardOfPrefix.count == 1 << shardPrefixBits)
+        #expect(zip(shardOfPrefix, shardOfPrefix.dropFirst()).allSatisfy { $0 <= $1 })
+        var perShard = [Int](repeating: 0, count: 256)
+        for s in shardOfPrefix { perShard[Int(s)] += 1 }
+        #expect(perShard.min()! >= 10 && perShard.max()! <= 23, "\(perShard.min()!)…\(perShard.max()!)")
+        // Real ids: the first and last 32 shards' sizes are about 1 : 2.
+        var table = ShardedDictionary<Id, Int>()
+        for n in 0..<200_000 { table[Id("m\(n)")] = n }
+        let sizes = table.shards.map(\.count)
+        let low = sizes.prefix(32).reduce(0, +)
+        let high = sizes.suffix(32).reduce(0, +)
+        #expect(Double(high) / Double(low) > 1.7 && Double(high) / Double(low) < 2.3, "\(low) vs \(high)")
+        // Growth spread out: while the table grows 0 → 120,000 entries (each shard's storage doubling from
+        // 192 to 384 and 768 entries on the way), no 2,000 consecutive insertions grow more than a few
+        // dozen shards. With equal shares the
+        // 256 shards' thresholds fell within a few thousand insertions of each other.
+        var growing = ShardedDictionary<Id, Int>()
+        var capacities = growing.shards.map(\.capacity)
+        var grownInWindow = 0
+        var worstWindow = 0
+        for n in 0..<120_000 {
+            let key = Id("g\(n)")
+            growing[key] = n
+            let s = ShardedDictionary<Id, Int>.shard(of: key)
+            if growing.shards[s].capacity != capacities[s] {
+                capacities[s] = growing.shards[s].capacity
+                if capacities[s] >= 256 { grownInWindow += 1 }  // the small growths of the start cost little
+            }
+            if n % 2_000 == 1_999 {
+                worstWindow = max(worstWindow, grownInWindow)
+                grownInWindow = 0
+            }
+        }
+        #expect(worstWindow <= 40, "\(worstWindow) shards grew within 2,000 insertions")
     }
 }

@@ -7,9 +7,17 @@ public protocol ShardKey: Hashable, Sendable {
 /// A dictionary split into `shardCount` dictionaries by `Key.shardHash`, for the tables whose size grows
 /// with the traffic (messages, receipt tallies): a `Dictionary` that grows doubles its storage and
 /// rehashes every entry at once — with a million resident messages that was one 50–100 ms stall of the
-/// writer's thread, the stream's worst latency — while a shard holds a `shardCount`th of the entries, so
-/// no insertion moves more than that. Reads and writes cost one cheap hash more than a `Dictionary`'s.
-/// Iteration order is unspecified (as a `Dictionary`'s).
+/// writer's thread, the stream's worst latency — while a shard holds at most a 184th of the entries, so
+/// no insertion moves more than that. Reads and writes cost one cheap hash and a table lookup more than a
+/// `Dictionary`'s. Iteration order is unspecified (as a `Dictionary`'s).
+///
+/// The shards are of unequal sizes on purpose (`shardOfPrefix`): shard `s` takes a share proportional to
+/// 2^(s/256), so the largest is twice the smallest. With equal shares every shard reached its growth
+/// threshold within a few thousand insertions of the others — all 256 doubled (and the kernel zeroed
+/// their new pages) in the same ~1 s, the same work as one big rehash, spread only over that second: at
+/// 50,000 ops/s it cut the writer's rate by a quarter for 1.25 s and the stream's latency reached
+/// 300–470 ms (BENCHMARKS, thirteenth session). With sizes spread over a factor of two, the shards cross
+/// their thresholds one after another while the table doubles.
 public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     public static var shardCount: Int { 256 }
 
@@ -20,7 +28,9 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     }
 
     @inlinable @inline(__always)
-    static func shard(of key: Key) -> Int { Int(truncatingIfNeeded: key.shardHash) & (shardCount - 1) }
+    static func shard(of key: Key) -> Int {
+        Int(shardOfPrefix[Int(truncatingIfNeeded: key.shardHash >> (UInt.bitWidth - shardPrefixBits))])
+    }
 
     @inlinable
     public subscript(key: Key) -> Value? {
@@ -60,6 +70,32 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     /// Every value, shard by shard.
     public var values: some Sequence<Value> { shards.lazy.flatMap(\.values) }
 }
+
+/// Bits of `ShardKey.shardHash` (its top bits) that pick a shard through `shardOfPrefix`.
+@usableFromInline let shardPrefixBits = 12
+
+/// The shard of each `shardPrefixBits`-bit prefix of a key's `shardHash`: shard `s` of 256 gets the
+/// prefixes `p` with 2^(s/256) ≤ 1 + (p + ½) / 4096 < 2^((s+1)/256) — a share proportional to 2^(s/256)
+/// (11 to 22 of the 4,096 prefixes), so the shards' sizes spread over a factor of two (see
+/// `ShardedDictionary`).
+@usableFromInline let shardOfPrefix: [UInt8] = {
+    let prefixes = 1 << shardPrefixBits
+    var ratio = 2.0  // 2^(1/256): eight square roots of 2
+    for _ in 0..<8 { ratio = ratio.squareRoot() }
+    var table: [UInt8] = []
+    table.reserveCapacity(prefixes)
+    var shard = 0
+    var upper = ratio  // 2^((shard+1)/256)
+    for p in 0..<prefixes {
+        let x = 1 + (Double(p) + 0.5) / Double(prefixes)
+        while x >= upper && shard < 255 {
+            shard += 1
+            upper *= ratio
+        }
+        table.append(UInt8(shard))
+    }
+    return table
+}()
 
 extension ShardedDictionary: Sequence {
     public func makeIterator() -> some IteratorProtocol<(key: Key, value: Value)> {
