@@ -104,6 +104,8 @@ public final class Store {
     /// The external source position the committed log has consumed through (0: none; `Store+Source`).
     public internal(set) var sourcePosition: UInt64 = 0
     private var pendingOutputsScratch: [Output] = []
+    /// Set by `close` for its last checkpoint, which evicts nothing (`startCheckpoint`).
+    var closing = false
     /// The fan-out work of every event this store applied since it opened (benchmarks report it).
     public private(set) var fanOutStats = FanOutStats()
     private var failed: StoreError?
@@ -298,8 +300,10 @@ public final class Store {
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
     public func close() {
         try? finishCommit()  // never release the writer lock under a transaction still being written
-        // A clean stop leaves the projections at the head, so the next open replays nothing.
+        // A clean stop leaves the projections at the head, so the next open replays nothing. Nothing is
+        // evicted for it: the state is about to go.
         if failed == nil && writerLock != nil && pendingEvents.isEmpty && pendingOpIds.isEmpty {
+            closing = true
             try? checkpointNow()
         }
         finishCheckpoint()
