@@ -23,7 +23,7 @@ import Testing
         }
         for step in 0..<20_000 {
             let key = pool[Int.random(in: 0..<pool.count, using: &rng)]
-            switch Int.random(in: 0..<10, using: &rng) {
+            switch Int.random(in: 0..<11, using: &rng) {
             case 0..<5:
                 sharded[key] = step
                 plain[key] = step
@@ -35,8 +35,16 @@ import Testing
                 let b = plain[key].map { $0 + 1 }
                 if b != nil { plain[key] = b }
                 #expect(a == b)
-            case 7, 8:
+            case 7:
                 #expect(sharded.removeValue(forKey: key) == plain.removeValue(forKey: key))
+            case 8:
+                // Through the in-place accessor: an insert when absent, a removal every third time.
+                func bump(_ value: inout Int?) { value = value == nil ? step : (value! % 3 == 0 ? nil : value! + 1) }
+                bump(&sharded[key])
+                bump(&plain[key])
+            case 9 where rng.chance(0.3):
+                sharded[key] = nil
+                plain[key] = nil
             default:
                 if rng.chance(0.002) {
                     sharded.removeAll()
@@ -46,6 +54,7 @@ import Testing
                 plain[key]? += 10
             }
             #expect(sharded[key] == plain[key])
+            #expect(sharded.count == plain.count, "the kept count")
         }
         #expect(sharded.count == plain.count)
         #expect(sharded.isEmpty == plain.isEmpty)

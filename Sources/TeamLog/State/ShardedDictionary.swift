@@ -22,6 +22,9 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     public static var shardCount: Int { 256 }
 
     @usableFromInline var shards: [[Key: Value]]
+    /// Entries over all shards, kept as they are added and removed (the working set reads it at every
+    /// eviction step: a walk of 256 shards each time was 5% of the writer's thread during a sweep).
+    @usableFromInline var entries = 0
 
     public init() {
         shards = Array(repeating: [:], count: Self.shardCount)
@@ -35,8 +38,18 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     @inlinable
     public subscript(key: Key) -> Value? {
         get { shards[Self.shard(of: key)][key] }
-        _modify { yield &shards[Self.shard(of: key)][key] }
-        set { shards[Self.shard(of: key)][key] = newValue }
+        _modify {
+            let s = Self.shard(of: key)
+            let before = shards[s].count
+            defer { entries += shards[s].count - before }
+            yield &shards[s][key]
+        }
+        set {
+            let s = Self.shard(of: key)
+            let before = shards[s].count
+            shards[s][key] = newValue
+            entries += shards[s].count - before
+        }
     }
 
     /// Calls `body` with the value of `key` in place (no copy, no move out and back) and returns what it
@@ -51,18 +64,21 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     /// Removes the value of `key` and returns it.
     @inlinable @discardableResult
     public mutating func removeValue(forKey key: Key) -> Value? {
-        shards[Self.shard(of: key)].removeValue(forKey: key)
+        let removed = shards[Self.shard(of: key)].removeValue(forKey: key)
+        if removed != nil { entries -= 1 }
+        return removed
     }
 
     /// Removes everything and frees the storage.
     public mutating func removeAll() {
         for s in shards.indices { shards[s] = [:] }
+        entries = 0
     }
 
-    /// Entries held (a walk of the shards).
-    public var count: Int { shards.reduce(0) { $0 + $1.count } }
+    /// Entries held.
+    @inlinable public var count: Int { entries }
 
-    public var isEmpty: Bool { shards.allSatisfy(\.isEmpty) }
+    @inlinable public var isEmpty: Bool { entries == 0 }
 
     /// Every key, shard by shard.
     public var keys: some Sequence<Key> { shards.lazy.flatMap(\.keys) }
