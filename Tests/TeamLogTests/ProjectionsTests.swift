@@ -65,3 +65,30 @@ struct ProjectionsTests {
         #expect(stats.memberDecisions == members + 2, "the team's members, then the p2p pair")
     }
 }
+
+/// `TeamState.admins` (the owner and managers, read through the admin bits) lists them in roster order,
+/// as filtering the whole roster does, through promotions, a transfer, a demotion and a departure.
+struct AdminListTests {
+    @Test func adminsAreTheRosterFilteredInItsOrder() {
+        var m = Machine()
+        let users = (1...40).map { "u\($0)" }
+        m.setup([op("team.create", "own", ["team": "t1", "members": users])])
+        func check(_ step: String) {
+            let team = m.world.teams["t1"]!
+            let filtered = team.roster.filter { $0.role.isAdmin }.map(\.user)
+            #expect(team.admins == filtered, "\(step)")
+        }
+        check("created")
+        for (i, line) in [
+            op("team.addManagers", "own", ["team": "t1", "targets": ["u33", "u2", "u17"]]),
+            op("team.transferOwner", "own", ["team": "t1", "target": "u9"]),
+            op("team.removeManagers", "u9", ["team": "t1", "targets": ["u2"]]),
+            op("team.leave", "u17", ["team": "t1"]),
+            op("team.addManagers", "u9", ["team": "t1", "targets": ["u40", "u1"]]),
+        ].enumerated() {
+            m.setup([line])
+            check("step \(i + 1)")
+        }
+        #expect(m.world.teams["t1"]!.admins == ["u1", "u9", "u33", "u40"], "the old owner is a member now")
+    }
+}

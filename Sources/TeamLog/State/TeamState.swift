@@ -175,6 +175,11 @@ public struct TeamState: Sendable, Equatable {
             && a.slots == b.slots && a.invites == b.invites && a.applications == b.applications && a.past == b.past
     }
 
-    /// Owner and managers, in roster order.
-    public var admins: [Id] { roster.filter { $0.role.isAdmin }.map(\.user) }
+    /// Owner and managers, in roster order: found through the admin bits (a few of up to 200,000 members),
+    /// not by sorting the whole roster (a `team.apply` to a 2,000-member team did that for its notices).
+    public var admins: [Id] {
+        var found: [Member] = []
+        MemberBits.forEachSlot(bits.admins) { found.append(slots[$0]!) }
+        return found.sorted { ($0.joinSeq, $0.slot) < ($1.joinSeq, $1.slot) }.map(\.user)
+    }
 }
