@@ -339,11 +339,14 @@ public final class Store {
                 world.restoreChanges(earlier)
             }
         #endif
-        switch world.decide(op, now: now) {
+        // In place (`inPlace`): `world.decide` on the stored property copied the whole state for the call.
+        switch inPlace(&world, { $0.decide(op, now: now) }) {
         case .failure(let rejection):
             if let opId = op.opId { pendingOpIds[opId] = .rejected(rejection) }
             // The decision saw the removals due at the op's time; store them even though the op fails.
-            guard let sync = world.dueMembersSync(at: op.ts ?? now) else { return .rejected(rejection) }
+            guard let sync = inPlace(&world, { $0.dueMembersSync(at: op.ts ?? now) }) else {
+                return .rejected(rejection)
+            }
             var outputs: [Output] = []
             world.apply(sync, into: &outputs, counting: &fanOutStats)
             append(sync)
