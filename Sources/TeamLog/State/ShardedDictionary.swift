@@ -7,7 +7,7 @@ public protocol ShardKey: Hashable, Sendable {
 /// A dictionary split into `shardCount` dictionaries by `Key.shardHash`, for the tables whose size grows
 /// with the traffic (messages, receipt tallies): a `Dictionary` that grows doubles its storage and
 /// rehashes every entry at once — with a million resident messages that was one 50–100 ms stall of the
-/// writer's thread, the stream's worst latency — while a shard holds at most a 184th of the entries, so
+/// writer's thread, the stream's worst latency — while a shard holds at most a 186th of the entries, so
 /// no insertion moves more than that. Reads and writes cost one cheap hash and a table lookup more than a
 /// `Dictionary`'s. Iteration order is unspecified (as a `Dictionary`'s).
 ///
