@@ -139,17 +139,23 @@ import Testing
         #expect(try h.store.audit().ok)
     }
 
+    /// A 32 KiB working set, checkpointed only when asked (`checkpointNow`), without fsync.
+    static var tinyBudgetExplicitCheckpoints: Store.Options {
+        var options = Store.Options()
+        options.noSync = true
+        options.cacheBytes = 32 << 10
+        options.checkpointOps = 1 << 40
+        options.checkpointMs = 1 << 40
+        return options
+    }
+
     /// A sweep is spread over commits: a checkpoint starts it with a step sized by the batch committed
     /// (`1,024 + 8 × ops` queue entries at most), and each following commit takes the next step, without
     /// waiting for another checkpoint, until the resident state is down to three quarters of the budget.
     /// (One sweep at once took 300–400 ms of the writer's thread in a stream: its worst latencies.)
     @Test func aSweepIsSpreadOverTheFollowingCommits() throws {
         let dir = TemporaryDirectory()
-        var options = Store.Options()
-        options.noSync = true
-        options.cacheBytes = 32 << 10
-        options.checkpointOps = 1 << 40  // checkpoints only when asked
-        options.checkpointMs = 1 << 40
+        let options = Self.tinyBudgetExplicitCheckpoints
         let store = try Store(path: dir.child("s"), options: options)
         let lines = Self.mixedLines(count: 4_000, seed: 11)
         var ops = lines.compactMap { try? OpParser.parse(line: $0).get() }[...]
@@ -193,11 +199,7 @@ import Testing
     /// a 279 ms sweep at the end of a 400,000-op `ingest`.)
     @Test func closingEvictsNothing() throws {
         let dir = TemporaryDirectory()
-        var options = Store.Options()
-        options.noSync = true
-        options.cacheBytes = 32 << 10
-        options.checkpointOps = 1 << 40  // checkpoints only when asked
-        options.checkpointMs = 1 << 40
+        let options = Self.tinyBudgetExplicitCheckpoints
         let store = try Store(path: dir.child("s"), options: options)
         let ops = Self.mixedLines(count: 3_000, seed: 12).compactMap { try? OpParser.parse(line: $0).get() }
         for op in ops.dropLast() { _ = try store.submit(op, now: 0) }
