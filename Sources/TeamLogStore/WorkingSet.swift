@@ -231,6 +231,9 @@ extension Store {
     /// struct (every dictionary retained and released), which at several calls per op was a tenth of a
     /// batch ingest.
     func prefetch(_ op: Op) throws {
+        // A wholesale replay that has evicted nothing yet has every unit it ever made resident (its
+        // store started empty): nothing to look up, nor to stamp (it keeps no recency).
+        if workingSet.wholesale && workingSet.onlyEvictedAreStored && workingSet.evicted == nil { return }
         // The scratch buffers leave `workingSet` for the call, which changes its other fields meanwhile.
         var keys: [ResidentKey] = []
         var missing: [ResidentKey] = []
@@ -289,7 +292,9 @@ extension Store {
     /// resident since it was last stamped; whether it is resident (a reader: whether it is known).
     @inline(__always)
     private func name(_ key: ResidentKey, seq: UInt64, in world: inout World) -> Bool {
+        // A wholesale replay keeps no recency: whether the unit is resident is all it asks.
         if case .receiptRead = key { return world.isResident(key) }
+        if workingSet.wholesale { return world.isResident(key) }
         guard let previous = world.stamp(key, seq: seq) else { return false }
         if !workingSet.wholesale { workingSet.named(key, previous: previous) }
         return true
