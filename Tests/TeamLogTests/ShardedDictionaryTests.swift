@@ -55,6 +55,7 @@ import Testing
             }
             #expect(sharded[key] == plain[key])
             #expect(sharded.count == plain.count, "the kept count")
+            #expect(sharded.containsKey(key) == (plain[key] != nil))
         }
         #expect(sharded.count == plain.count)
         #expect(sharded.isEmpty == plain.isEmpty)

@@ -53,6 +53,7 @@ import Testing
             #expect(views.count == model.count)
             #expect(views.isEmpty == model.isEmpty)
             #expect(views[key] == model[key])
+            #expect(views.contains(key) == (model[key] != nil))
             #expect(views[key, default: UserConv(joinSeq: 99)] == model[key, default: UserConv(joinSeq: 99)])
             if views.isLarge { sawLarge = true }
             if sawLarge && !views.isLarge && views.count > 0 { sawSmallAfterLarge = true }

@@ -61,6 +61,10 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
         return body(&shards[s].values[index])
     }
 
+    /// Whether `key` has a value (without copying the value out, as `self[key] != nil` does).
+    @inlinable
+    public func containsKey(_ key: Key) -> Bool { shards[Self.shard(of: key)].index(forKey: key) != nil }
+
     /// Removes the value of `key` and returns it.
     @inlinable @discardableResult
     public mutating func removeValue(forKey key: Key) -> Value? {

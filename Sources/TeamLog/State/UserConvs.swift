@@ -45,6 +45,14 @@ public struct UserConvs: Sendable, Sequence, Equatable, ExpressibleByDictionaryL
 
     public var isEmpty: Bool { count == 0 }
 
+    /// Whether there is a view of `key` (without copying it out).
+    public func contains(_ key: ConvKey) -> Bool {
+        switch storage {
+        case .small(let entries): entries.contains { $0.key == key }
+        case .large(let table): table.index(forKey: key) != nil
+        }
+    }
+
     /// The view of `key`; setting `nil` removes it.
     public subscript(key: ConvKey) -> UserConv? {
         get {
