@@ -6,7 +6,7 @@ extension World {
         let actor = op.actor
         switch op.body {
         case .messageSend(let m):
-            if messages[m.messageId] != nil {
+            if messages.containsKey(m.messageId) {
                 throw Rejection(.duplicateMessageId, "message id \(m.messageId) was already used")
             }
             // Value rules of the input come after the reused-id check (the parser checks shapes only).

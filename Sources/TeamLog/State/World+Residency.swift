@@ -175,7 +175,7 @@ extension World {
     /// Makes a team resident, roster and all, as stored: its online bits from presence, its members in
     /// the user → teams index.
     public mutating func adoptTeam(_ team: TeamState) {
-        precondition(teams[team.id] == nil, "team \(team.id) is already resident")
+        precondition(teams.index(forKey: team.id) == nil, "team \(team.id) is already resident")
         var team = team
         for case let member? in team.slots where isOnline(member.user) { team.setOnline(member.user, true) }
         if !team.dismissed {
@@ -263,7 +263,7 @@ extension World {
         case .team(let id): teams[id].map { EntryBytes.team + $0.slots.count * EntryBytes.member } ?? 0
         case .conv(let key): convs[key] == nil ? 0 : EntryBytes.conv
         case .userConv(let user, let key): userConvs[user]?[key] == nil ? 0 : EntryBytes.userConv
-        case .message(let id): messages[id] == nil ? 0 : EntryBytes.message
+        case .message(let id): messages.containsKey(id) ? EntryBytes.message : 0
         case .receipt(let id): receipts[id].map { EntryBytes.receipt + $0.readers.count * EntryBytes.reader } ?? 0
         case .receiptRead: 0
         }
