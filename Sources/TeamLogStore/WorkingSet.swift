@@ -296,7 +296,7 @@ extension Store {
         if case .receiptRead = key { return world.isResident(key) }
         if workingSet.wholesale { return world.isResident(key) }
         guard let previous = world.stamp(key, seq: seq) else { return false }
-        workingSet.named(key, previous: previous)
+        if !workingSet.wholesale { workingSet.named(key, previous: previous) }
         return true
     }
 
@@ -466,7 +466,7 @@ extension Store {
         if workingSet.clock.isCompacting {
             let epochs = workingSet.epochs
             workingSet.clock.compact(chunks: max(1, steps / FIFO<(ResidentKey, UInt32)>.chunkSize)) { key, e in
-                epochs.isLive(epoch: e, stamp: world.readStamp(of: key) ?? 0)
+                epochs.isLive(epoch: e, stamp: inPlace(&world, { $0.stamp(of: key) }) ?? 0)
             }
             workingSet.trimEpochs()
         }
@@ -495,7 +495,7 @@ extension Store {
             visited += 1
             _ = workingSet.clock.popFirst()
             // Gone (evicted wholesale, a state replaced since), or named in a later epoch: stale.
-            guard let named = world.readStamp(of: key), workingSet.isLive(epoch: e, stamp: named) else { continue }
+            guard let named = world.stamp(of: key), workingSet.isLive(epoch: e, stamp: named) else { continue }
             if named > clean {
                 // Named right after the epoch's end (see `isLive`), not yet checkpointed: queued again.
                 workingSet.clock.append((key, workingSet.epoch))

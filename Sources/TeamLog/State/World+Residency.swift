@@ -170,21 +170,6 @@ extension World {
         }
     }
 
-    /// `stamp(of:)` read in place: each value is reached through the tables' in-place accessors instead of
-    /// being copied out — a non-mutating read of a `Dictionary` value copies it, a team or a message with
-    /// every field retained and released, at each queue entry an eviction sweep visits. Changes nothing.
-    public mutating func readStamp(of key: ResidentKey) -> UInt64? {
-        switch key {
-        case .team(let id): teams.withValue(forKey: id) { $0.stamp.seq }
-        case .conv(let key): convs.withValue(forKey: key) { $0.stamp.seq }
-        case .userConv(let user, let key):
-            userConvs.withValue(forKey: user) { $0.modify(key) { $0.stamp.seq } } ?? nil
-        case .message(let id): messages.withValue(forKey: id) { $0.stamp.seq }
-        case .receipt(let id): receipts.withValue(forKey: id) { $0.stamp.seq }
-        case .receiptRead: nil
-        }
-    }
-
     // MARK: Loading (the store, from its tables)
 
     /// Makes a team resident, roster and all, as stored: its online bits from presence, its members in
@@ -292,15 +277,5 @@ extension World {
         return teams.count * EntryBytes.team + members * EntryBytes.member + convs.count * EntryBytes.conv
             + userConvCount * EntryBytes.userConv + messages.count * EntryBytes.message
             + receipts.count * EntryBytes.receipt + residentReaders * EntryBytes.reader
-    }
-}
-
-extension Dictionary {
-    /// Calls `body` with the value of `key` in place (`values[index]`'s in-place accessor: reading the value
-    /// any other way copies it); `nil` when the key is absent.
-    @inlinable
-    mutating func withValue<R>(forKey key: Key, _ body: (inout Value) -> R) -> R? {
-        guard let index = index(forKey: key) else { return nil }
-        return body(&values[index])
     }
 }
