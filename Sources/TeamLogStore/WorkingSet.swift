@@ -296,7 +296,7 @@ extension Store {
         if case .receiptRead = key { return world.isResident(key) }
         if workingSet.wholesale { return world.isResident(key) }
         guard let previous = world.stamp(key, seq: seq) else { return false }
-        if !workingSet.wholesale { workingSet.named(key, previous: previous) }
+        workingSet.named(key, previous: previous)
         return true
     }
 
