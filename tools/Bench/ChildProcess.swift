@@ -122,7 +122,12 @@ struct RunningChild {
 
 /// User + system CPU seconds of process `pid` from `/proc/<pid>/stat`, or nil.
 func procCPUSeconds(_ pid: pid_t) -> Double? {
-    guard let f = fopen("/proc/\(pid)/stat", "r") else { return nil }
+    procStat("/proc/\(pid)/stat").map { $0.seconds }
+}
+
+/// The command name and user + system CPU seconds of a `/proc/…/stat` file (a process's or a thread's).
+private func procStat(_ path: String) -> (name: String, seconds: Double)? {
+    guard let f = fopen(path, "r") else { return nil }
     defer { fclose(f) }
     var buffer = [CChar](repeating: 0, count: 4096)
     guard fgets(&buffer, Int32(buffer.count), f) != nil else { return nil }
@@ -132,7 +137,49 @@ func procCPUSeconds(_ pid: pid_t) -> Double? {
     let fields = text[text.index(after: close)...].split(separator: " ")
     // fields[0] is field 3 (state), so utime (14) and stime (15) are fields[11] and fields[12].
     guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
-    return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    let name = text.firstIndex(of: "(").map { String(text[text.index(after: $0)..<close]) } ?? "?"
+    return (name, (user + system) / Double(sysconf(Int32(_SC_CLK_TCK))))
+}
+
+/// CPU seconds per thread of a running process (`/proc/<pid>/task/<tid>/stat`, at the kernel's tick:
+/// 10 ms), so a run can say which thread used the cores in one phase of it.
+struct ThreadCPU: Sendable {
+    /// Thread id → its name and CPU seconds so far.
+    var threads: [Int: (name: String, seconds: Double)] = [:]
+
+    /// The threads of `pid` now; empty when `/proc` cannot be read.
+    static func read(_ pid: pid_t) -> ThreadCPU {
+        var result = ThreadCPU()
+        guard let dir = opendir("/proc/\(pid)/task") else { return result }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let tid = Int(name), let stat = procStat("/proc/\(pid)/task/\(tid)/stat") else { continue }
+            result.threads[tid] = stat
+        }
+        return result
+    }
+
+    /// Both readings, each thread at its later one (a thread that ended between them keeps the earlier).
+    func merging(_ other: ThreadCPU) -> ThreadCPU {
+        var merged = self
+        for (tid, reading) in other.threads where reading.seconds > (merged.threads[tid]?.seconds ?? -1) {
+            merged.threads[tid] = reading
+        }
+        return merged
+    }
+
+    /// CPU seconds each thread name used since `earlier` (threads of one name summed; a thread started
+    /// since counts from zero), largest first.
+    func since(_ earlier: ThreadCPU) -> [(name: String, seconds: Double)] {
+        var byName: [String: Double] = [:]
+        for (tid, now) in threads {
+            byName[now.name, default: 0] += now.seconds - (earlier.threads[tid]?.seconds ?? 0)
+        }
+        return byName.map { ($0.key, $0.value) }.sorted { $0.1 > $1.1 }
+    }
 }
 
 extension ChildProcess {

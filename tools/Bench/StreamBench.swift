@@ -63,6 +63,9 @@ struct StreamBench {
         /// The live warm-up: ops and the seconds until the last one's record was read.
         var warmUpOps = 0
         var warmUpSeconds = 0.0
+        /// CPU seconds per thread name of the child from the first timed line due to the last one's record
+        /// read (a steadier measure of a change than the latency when the host is busy).
+        var timedThreads: [(name: String, seconds: Double)] = []
 
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
@@ -154,12 +157,20 @@ struct StreamBench {
         let total = live.ends.count
         let rate = Double(options.rate)
         let latencies = SharedLatencies(count: total)
+        // At the end: read by the reader at the last record, and by the writer just before it closes the
+        // child's stdin (the parse thread ends at that EOF, before the last record is read).
+        let threadsAtEnd = SharedThreadCPU()
+        let threadsAtClose = SharedThreadCPU()
+        let threadsAtStart = ThreadCPU.read(child.pid)
         let start = now() + 0.01
         let (written, _): (Int, Bool) = try inParallel(
             {
                 // The paced writer: whatever is due goes out in one write.
                 var sent = 0
-                defer { close(input) }
+                defer {
+                    threadsAtClose.value = ThreadCPU.read(child.pid)
+                    close(input)
+                }
                 while sent < total {
                     let due = min(total, Int(((now() - start) * rate).rounded(.down)) + 1)
                     if due <= sent {
@@ -180,6 +191,7 @@ struct StreamBench {
                     let i = line - warmCount
                     if i >= 1 && i <= total {
                         latencies.set(i - 1, (readAt - (start + Double(i - 1) / rate)) * 1000)
+                        if i == total { threadsAtEnd.value = ThreadCPU.read(child.pid) }
                     }
                 }
             })
@@ -200,6 +212,9 @@ struct StreamBench {
         outcome.child = run
         outcome.warmUpOps = warmCount
         outcome.warmUpSeconds = warmSeconds
+        if let end = threadsAtEnd.value {
+            outcome.timedThreads = end.merging(threadsAtClose.value ?? ThreadCPU()).since(threadsAtStart)
+        }
         return outcome
     }
 
@@ -249,6 +264,13 @@ struct StreamBench {
             md += "\(fmt(Double(child.minorFaults) / Double(max(o.answered + o.warmUpOps, 1)), 2)) per op | |\n"
             md += "| the child's ending | \(child.ending) | |\n"
         }
+        if !o.timedThreads.isEmpty {
+            let perOp = { (seconds: Double) in fmt(seconds / Double(max(o.answered, 1)) * 1e6, 2) }
+            let total = o.timedThreads.reduce(0) { $0 + $1.seconds }
+            let shown = o.timedThreads.filter { $0.seconds > 0 }.map { "\($0.name) \(perOp($0.seconds))" }
+            md += "| the child's CPU in the timed part, µs per op (per thread; 10-ms ticks) | \(perOp(total)): "
+            md += "\(shown.joined(separator: ", ")) | |\n"
+        }
         md += "\nThe child's summary: `\(o.childSummary)`\n"
         let met = achieved >= 49_000 && p99 <= 10
         md += "\nBar: \(met ? "**met**" : "**missed**").\n"
@@ -297,6 +319,11 @@ private final class RecordReader: @unchecked Sendable {
 }
 
 /// Latencies written by the reader thread and read after it joined.
+/// Set once by the reader thread, read after it has been joined.
+private final class SharedThreadCPU: @unchecked Sendable {
+    var value: ThreadCPU?
+}
+
 private final class SharedLatencies: @unchecked Sendable {
     private(set) var values: [Double]
     init(count: Int) { values = [Double](repeating: .nan, count: count) }
