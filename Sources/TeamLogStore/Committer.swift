@@ -164,10 +164,40 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     private var overBudget: Bool { ResidentMemory.fileBacked(over: mappedBytesBudget) }
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
+    ///
+    /// A large change set (a batch commit's, an audit's checkpoint) is encoded in two halves on two threads:
+    /// encoding only reads the state, and the half-buffers' order does not matter — each key is encoded
+    /// from the final state, so a key listed twice writes the same record twice. Small ones (a stream's
+    /// commit every few ms) stay on this thread: a thread's start would cost more than it saves.
     static func appendChanges(of state: World, to changes: inout RecordBuffer) {
-        for key in state.changes.appended { ProjectionCodec.append(key, in: state, to: &changes) }
-        for key in state.changes.dirty { ProjectionCodec.append(key, in: state, to: &changes) }
+        let appended = state.changes.appended
+        let dirty = state.changes.dirty
+        guard appended.count + dirty.count >= parallelEncodingThreshold else {
+            for key in appended { ProjectionCodec.append(key, in: state, to: &changes) }
+            for key in dirty { ProjectionCodec.append(key, in: state, to: &changes) }
+            return
+        }
+        let keys = appended + dirty
+        let half = keys.count / 2
+        let bytesPerKey = changes.isEmpty ? 64 : max(16, changes.byteCount / changes.count)
+        // Neither half throws; `inParallel` only rethrows what they throw.
+        let (_, second) = try! inParallel(
+            { for key in keys[..<half] { ProjectionCodec.append(key, in: state, to: &changes) } },
+            {
+                var buffer = RecordBuffer(records: keys.count - half, bytes: (keys.count - half) * bytesPerKey)
+                for key in keys[half...] { ProjectionCodec.append(key, in: state, to: &buffer) }
+                return buffer
+            })
+        changes.append(contentsOf: second)
     }
+
+    /// Changed keys from which `appendChanges` encodes on two threads (small in debug builds, so the
+    /// tests' commits and checkpoints take the two-thread path).
+    #if DEBUG
+        static let parallelEncodingThreshold = 64
+    #else
+        static let parallelEncodingThreshold = 16_384
+    #endif
 
     override func write() throws {
         if let after {
