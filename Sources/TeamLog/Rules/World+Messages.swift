@@ -181,8 +181,8 @@ extension World {
     private mutating func sendTeam(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
         let seq = event.seq
         // The team is read through an in-place (`inout`) access: reading a `Dictionary` value any other way
-        // copies it, and a copy of a `TeamState` retains and releases its every field (profiled: the
-        // largest source of retains on the writer's thread). Its roster (`slots`, copy-on-write: one
+        // copies it (a `TeamState` copy retains its copy-on-write box; before the box, every field — then
+        // the largest source of retains on the writer's thread). Its roster (`slots`, copy-on-write: one
         // retain) is what the receivers are read from, and what a delivery keeps.
         // (`projected.teams`, not the forwarding `teams`: an access to the table alone, beside the workspace's.)
         let (kind, slots, memberCount) = Self.fanOut(

@@ -27,6 +27,7 @@ public struct TeamState: Sendable, Equatable {
         var slots: [Member?] = []
         var slotOf: [Id: Int32] = [:]
         var bits = MemberBits()
+        /// No free slot below word `freeHint` (a cache; not part of equality).
         var freeHint = 0
         var invites: [Id: [Id]] = [:]
         var applications: [Id: String] = [:]
@@ -35,7 +36,6 @@ public struct TeamState: Sendable, Equatable {
     }
 
     /// The box: mutated only through a uniquely referenced `TeamState` (`unique`).
-    @usableFromInline
     final class Storage: @unchecked Sendable {
         var value: Fields
         init(_ value: Fields) { self.value = value }
