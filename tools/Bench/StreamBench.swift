@@ -318,12 +318,13 @@ private final class RecordReader: @unchecked Sendable {
     }
 }
 
-/// Latencies written by the reader thread and read after it joined.
-/// Set once by the reader thread, read after it has been joined.
+/// A reading of the child's threads, set once by one of the bench's two threads and read after both
+/// have been joined.
 private final class SharedThreadCPU: @unchecked Sendable {
     var value: ThreadCPU?
 }
 
+/// Latencies written by the reader thread and read after it joined.
 private final class SharedLatencies: @unchecked Sendable {
     private(set) var values: [Double]
     init(count: Int) { values = [Double](repeating: .nan, count: count) }

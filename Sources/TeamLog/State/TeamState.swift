@@ -199,9 +199,9 @@ public struct TeamState: Sendable, Equatable {
     /// Removes a member; returns the removed record.
     @discardableResult
     public mutating func removeMember(_ user: Id) -> Member? {
-        guard storage.value.slotOf[user] != nil else { return nil }
+        guard let slot = storage.value.slotOf[user] else { return nil }  // absent: the box is not copied
         let s = unique
-        guard let slot = s.value.slotOf.removeValue(forKey: user) else { return nil }
+        s.value.slotOf.removeValue(forKey: user)
         let member = s.value.slots[Int(slot)]
         s.value.slots[Int(slot)] = nil
         s.value.bits.refresh(Int(slot), nil, online: false)
@@ -214,7 +214,8 @@ public struct TeamState: Sendable, Equatable {
     /// Removes a member at `seq`, keeping the ended membership (join, leave, slot) in `past`.
     public mutating func removeMember(_ user: Id, at seq: UInt64) {
         guard let member = removeMember(user) else { return }
-        unique.value.past[user, default: []].append(PastMembership(joinSeq: member.joinSeq, leaveSeq: seq, slot: member.slot))
+        unique.value.past[user, default: []].append(
+            PastMembership(joinSeq: member.joinSeq, leaveSeq: seq, slot: member.slot))
     }
 
     /// Restores a user's ended memberships exactly as stored (used when loading projections).
@@ -241,11 +242,11 @@ public struct TeamState: Sendable, Equatable {
 
     /// Changes a member record in place.
     public mutating func updateMember(_ user: Id, _ change: (inout Member) -> Void) {
-        guard storage.value.slotOf[user] != nil else { return }
+        guard let slot = storage.value.slotOf[user] else { return }  // absent: the box is not copied
         let s = unique
-        guard let slot = s.value.slotOf[user] else { return }
         change(&s.value.slots[Int(slot)]!)
-        s.value.bits.refresh(Int(slot), s.value.slots[Int(slot)], online: MemberBits.test(s.value.bits.online, Int(slot)))
+        s.value.bits.refresh(
+            Int(slot), s.value.slots[Int(slot)], online: MemberBits.test(s.value.bits.online, Int(slot)))
     }
 
     /// Marks whether a member has an online device (the bit status messages read).
