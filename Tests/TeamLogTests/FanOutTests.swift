@@ -544,3 +544,54 @@ import Testing
         }
     }
 }
+
+/// A run that lists no deliveries (a replay, an ingest printing none) decides only who receives a team
+/// message — for a plain broadcast, not even that: its count is the roster's. It must reach the same state
+/// and the same counts as a run that decides and lists every alert.
+@Suite struct FanOutWithoutDeliveriesTests {
+    @Test(arguments: [UInt64(1), 7, 42])
+    func sameStateAndCountsAsAFullFanOut(seed: UInt64) {
+        var options = MixedWorkload.Options()
+        options.seed = seed
+        options.users = 600
+        options.teams = 12
+        options.maxTeam = 300
+        var workload = MixedWorkload(options: options)
+        var full = World()
+        var lean = World()
+        lean.wantsDeliveries = false
+        var fullStats = FanOutStats()
+        var leanStats = FanOutStats()
+        var fullOut: [Output] = []
+        var leanOut: [Output] = []
+        var kinds: [String: Int] = [:]
+        for i in 0..<6_000 {
+            let line = workload.next()
+            guard case .success(let op) = OpParser.parse(line: line),
+                case .success(let event) = full.decide(op, now: op.ts ?? 0)
+            else { continue }
+            if case .messageSend(let m) = op.body, m.to.kind != .p2p {
+                let kind =
+                    m.directedUserIds != nil
+                    ? "directed" : m.isStatusMessage ? "status" : m.needReceipt ? "receipt" : "plain"
+                kinds[kind, default: 0] += 1
+            }
+            fullOut.removeAll(keepingCapacity: true)
+            leanOut.removeAll(keepingCapacity: true)
+            full.apply(event, into: &fullOut, counting: &fullStats)
+            lean.apply(event, into: &leanOut, counting: &leanStats)
+            #expect(
+                !leanOut.contains { if case .delivery = $0 { true } else { false } },
+                "seed \(seed) line \(i): no delivery is listed")
+        }
+        let sameState = lean.projected == full.projected  // not in `#expect`: it would print both states
+        #expect(sameState, "seed \(seed): the projections differ")
+        #expect(leanStats == fullStats, "seed \(seed)")
+        #expect(lean.invariantViolations().isEmpty)
+        // Not vacuous: every kind of team message went through both paths.
+        for kind in ["plain", "receipt", "directed", "status"] {
+            #expect(kinds[kind, default: 0] > 0, "seed \(seed): no \(kind) team message in the run")
+        }
+        #expect(fullStats.deliveries > fullStats.messages, "team messages reached several members each")
+    }
+}

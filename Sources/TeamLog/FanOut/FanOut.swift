@@ -47,11 +47,16 @@ public struct FanOut: Sendable {
     public private(set) var silencedManagerOnly: [UInt64] = []
     /// The reason for every silenced receiver when the message itself silences all.
     public private(set) var silenceAll: SilenceReason?
+    /// Whether the last run decided alerts too (`alerted`, the silenced sets and `silenceAll` are its),
+    /// or only `receivers`.
+    public private(set) var hasAlerts = false
 
     public init() {}
 
-    /// Decides one message against a team's member bits.
-    public mutating func run(_ bits: MemberBits, _ m: Message) {
+    /// Decides one message against a team's member bits: receivers and, when `alerts` (a delivery will
+    /// list them), who is alerted and why the others are silenced. Receiving never depends on alerting,
+    /// so a run without alerts gives the same `receivers`.
+    public mutating func run(_ bits: MemberBits, _ m: Message, alerts: Bool = true) {
         let n = bits.wordCount
         if receivers.count != n {
             receivers = [UInt64](repeating: 0, count: n)
@@ -60,6 +65,7 @@ public struct FanOut: Sendable {
             silencedManagerOnly = receivers
         }
         silenceAll = m.silenceAll
+        hasAlerts = alerts
         receivers.withUnsafeMutableBufferPointer { rcv in
             alerted.withUnsafeMutableBufferPointer { alr in
                 silencedNone.withUnsafeMutableBufferPointer { sn in
@@ -70,8 +76,8 @@ public struct FanOut: Sendable {
                                     bits.notifyManagerOnly.withUnsafeBufferPointer { mo in
                                         Self.kernel(
                                             n: n, present: present, online: online, none: none, managerOnly: mo,
-                                            message: m, receivers: rcv, alerted: alr, silencedNone: sn,
-                                            silencedManagerOnly: smo)
+                                            message: m, alerts: alerts, receivers: rcv, alerted: alr,
+                                            silencedNone: sn, silencedManagerOnly: smo)
                                     }
                                 }
                             }
@@ -86,7 +92,7 @@ public struct FanOut: Sendable {
     private static func kernel(
         n: Int, present: UnsafeBufferPointer<UInt64>, online: UnsafeBufferPointer<UInt64>,
         none: UnsafeBufferPointer<UInt64>, managerOnly: UnsafeBufferPointer<UInt64>, message m: Message,
-        receivers: UnsafeMutableBufferPointer<UInt64>, alerted: UnsafeMutableBufferPointer<UInt64>,
+        alerts: Bool, receivers: UnsafeMutableBufferPointer<UInt64>, alerted: UnsafeMutableBufferPointer<UInt64>,
         silencedNone: UnsafeMutableBufferPointer<UInt64>, silencedManagerOnly: UnsafeMutableBufferPointer<UInt64>
     ) {
         let onlineMask: UInt64 = m.onlineOnly ? 0 : ~0
@@ -102,6 +108,7 @@ public struct FanOut: Sendable {
             for w in 0..<n { receivers[w] = present[w] & (online[w] | onlineMask) }
         }
         if let s = m.senderSlot, s >> 6 < n { receivers[s >> 6] &= ~(1 << UInt64(s & 63)) }
+        guard alerts else { return }
         // Alerting: never feeds back into receivers.
         if let mentions = m.mentions {
             for w in 0..<n {

@@ -53,6 +53,7 @@ public struct Delivery: Sendable, Equatable {
 
     /// The delivery of the fan-out just run over `roster` (the team's slots).
     public init(seq: UInt64, to: Conversation, messageId: Id, fanOut: FanOut, roster: [Member?]) {
+        precondition(fanOut.hasAlerts, "a delivery lists alerts: the fan-out must have decided them")
         self.seq = seq
         self.to = to
         self.messageId = messageId

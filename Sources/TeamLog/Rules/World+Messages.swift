@@ -185,13 +185,13 @@ extension World {
         // the largest source of retains on the writer's thread). Its roster (`slots`, copy-on-write: one
         // retain) is what the receivers are read from, and what a delivery keeps.
         // (`projected.teams`, not the forwarding `teams`: an access to the table alone, beside the workspace's.)
-        let (kind, slots, memberCount) = Self.fanOut(
-            m, from: sender, in: &projected.teams[m.to.id]!, with: &workspace.fanOut)
+        let (kind, slots, memberCount, receiverCount) = Self.fanOut(
+            m, from: sender, in: &projected.teams[m.to.id]!, with: &workspace.fanOut, alerts: wantsDeliveries)
         let key = ConvKey(team: m.to.id, kind: kind)
         let isDirected = m.directedUserIds != nil
         workspace.stats.messages += 1
         workspace.stats.memberDecisions += memberCount
-        workspace.stats.deliveries += MemberBits.count(workspace.fanOut.receivers)
+        workspace.stats.deliveries += receiverCount
 
         // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
         // adds index entries numbered by the running totals: O(1) writes whatever the team's size.
@@ -228,8 +228,7 @@ extension World {
                 receivers = []
                 MemberBits.forEachSlot(workspace.fanOut.receivers) { receivers!.append(slots[$0]!.user) }
             }
-            receipts[m.messageId] = ReceiptState(
-                receiverCount: MemberBits.count(workspace.fanOut.receivers), directedReceivers: receivers)
+            receipts[m.messageId] = ReceiptState(receiverCount: receiverCount, directedReceivers: receivers)
             touchAppended(.receipt(m.messageId))
         }
         if wantsDeliveries {
@@ -308,22 +307,31 @@ extension World {
         touch(.userConv(user, key))
     }
 
-    /// Runs the fan-out of team message `m` over `team`'s roster into `fanOut`; the team's kind, roster and
-    /// member count. `inout` only to read the team in place (see `sendTeam`): nothing of it changes.
-    private static func fanOut(_ m: MessageSend, from sender: Id, in team: inout TeamState, with fanOut: inout FanOut)
-        -> (TeamKind, [Member?], Int)
-    {
+    /// Runs the fan-out of team message `m` over `team`'s roster into `fanOut`; the team's kind, roster,
+    /// member count and receiver count. `inout` only to read the team in place (see `sendTeam`): nothing of
+    /// it changes. Without `alerts` (no delivery will list them: a replay, an ingest that prints no
+    /// deliveries) only the receivers are decided — and for a broadcast that is not a status message not
+    /// even those: every member but the sender (a member: `decide` checked it) receives it, so the count
+    /// is the roster's, and nothing reads `fanOut` afterwards.
+    private static func fanOut(
+        _ m: MessageSend, from sender: Id, in team: inout TeamState, with fanOut: inout FanOut, alerts: Bool
+    ) -> (TeamKind, [Member?], Int, receivers: Int) {
+        if !alerts && m.directedUserIds == nil && !m.isStatusMessage {
+            assert(team.member(sender) != nil, "a team message's sender is a member")
+            return (team.kind, team.slots, team.memberCount, team.memberCount - 1)
+        }
         let senderMember = team.member(sender)!
         let directed = m.directedUserIds.map { users in bitset(users, in: team) }
-        let mentions = m.mentions.isEmpty ? nil : bitset(m.mentions, in: team)
+        let mentions = !alerts || m.mentions.isEmpty ? nil : bitset(m.mentions, in: team)
         let silenceAll: SilenceReason? =
             m.disableNotification ? .disableNotification : (m.isStatusMessage ? .statusMessage : nil)
         fanOut.run(
             team.bits,
             FanOut.Message(
                 senderSlot: Int(senderMember.slot), senderIsAdmin: senderMember.role.isAdmin, silenceAll: silenceAll,
-                onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions))
-        return (team.kind, team.slots, team.memberCount)
+                onlineOnly: m.isStatusMessage, directed: directed, mentions: mentions),
+            alerts: alerts)
+        return (team.kind, team.slots, team.memberCount, MemberBits.count(fanOut.receivers))
     }
 
     /// A bitset of the slots of `users` who are members.
