@@ -604,43 +604,53 @@ extension ResidentKey {
     }
 }
 
-/// A Bloom filter of resident keys: `mayContain` is true for every key inserted, and for about 1% of the
-/// others up to one key per ten bits (then more). 16 MiB at 2^27 bits; four probes by double hashing
-/// of the key's `hashValue` (seeded per process: which keys are false positives varies between runs, what
-/// they cost — a lookup that finds nothing — does not change any result).
+/// A Bloom filter of resident keys: `mayContain` is true for every key inserted, and for a small share of
+/// the others (`BloomFilterTests`: 0.03% measured at one key per 32 bits, 2.5% at one per 8).
+/// 16 MiB at 2^27 bits. *Blocked*: a key's four bits lie in one 64-byte block (one cache line) chosen by
+/// its `hashValue`, so an insert or a lookup misses the cache once, not four times — the four probes
+/// spread over 16 MiB were 5.4% of an audit's applying thread (perf, 1M events). The hash is seeded per
+/// process: which keys are false positives varies between runs, what they cost (a lookup that finds
+/// nothing) changes no result.
 struct BloomFilter {
     private var words: [UInt64]
-    private let mask: Int
+    /// Blocks less one (a block: 8 words, 512 bits).
+    private let blockMask: Int
 
-    /// `bits`: a power of two.
+    /// `bits`: a power of two, at least one block.
     init(bits: Int) {
-        precondition(bits >= 64 && bits & (bits - 1) == 0)
+        precondition(bits >= 512 && bits & (bits - 1) == 0)
         words = Array(repeating: 0, count: bits / 64)
-        mask = bits - 1
+        blockMask = bits / 512 - 1
     }
 
-    private func probes(_ key: ResidentKey) -> (Int, Int) {
-        let h = key.hashValue
-        return (h, (h >> 29 | h << 35) | 1)
+    /// The first word of the key's block and its four bit positions in the block (9 bits each, from
+    /// the hash's bits above those that picked the block: up to 2^18 blocks use 18 + 36 of its 64 bits).
+    @inline(__always)
+    private func probes(_ key: ResidentKey) -> (base: Int, bits: UInt64) {
+        let h = UInt64(bitPattern: Int64(key.hashValue))
+        let base = Int(truncatingIfNeeded: h) & blockMask &* 8
+        return (base, h >> 28)
     }
 
     mutating func insert(_ key: ResidentKey) {
-        var (h, step) = probes(key)
-        for _ in 0..<4 {
-            let bit = h & mask
-            words[bit >> 6] |= 1 << UInt64(bit & 63)
-            h = h &+ step
+        let (base, bits) = probes(key)
+        words.withUnsafeMutableBufferPointer { w in
+            for i in 0..<4 {
+                let bit = Int(truncatingIfNeeded: bits >> UInt64(9 * i)) & 511
+                w[base + bit >> 6] |= 1 << UInt64(bit & 63)
+            }
         }
     }
 
     func mayContain(_ key: ResidentKey) -> Bool {
-        var (h, step) = probes(key)
-        for _ in 0..<4 {
-            let bit = h & mask
-            if words[bit >> 6] & (1 << UInt64(bit & 63)) == 0 { return false }
-            h = h &+ step
+        let (base, bits) = probes(key)
+        return words.withUnsafeBufferPointer { w in
+            for i in 0..<4 {
+                let bit = Int(truncatingIfNeeded: bits >> UInt64(9 * i)) & 511
+                if w[base + bit >> 6] & (1 << UInt64(bit & 63)) == 0 { return false }
+            }
+            return true
         }
-        return true
     }
 }
 
