@@ -46,7 +46,7 @@ extension Store {
         // checkpoint: a step of all the ops since the last one was a sweep of ~320,000 units (279 ms) on
         // the way out of a 400,000-op ingest, evicting a state about to be freed (BENCHMARKS, thirteenth
         // session).
-        if !closing { evictIfOverBudget(ops: job?.events.count ?? opsSinceCheckpoint) }
+        if !closing { evictIfOverBudget(ops: job?.eventCount ?? opsSinceCheckpoint) }
         // The log's pages read since (opId lookups), as the checkpointer does for its own, over the budget.
         if ResidentMemory.fileBacked(over: mappedBytesBudget) { env.releaseResidentPages() }
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)

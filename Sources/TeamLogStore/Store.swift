@@ -1,6 +1,6 @@
-import TeamLogThreads
 public import LMDB
 public import TeamLog
+import TeamLogThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -97,7 +97,7 @@ public final class Store {
     public private(set) var replayedAtOpen: Int = 0
     let options: Options
 
-    private var pendingEvents: [(seq: UInt64, value: [UInt8])] = []
+    private var pendingEvents: [Event] = []
     private var pendingOpIds: [Id: OpIdOutcome] = [:]
     /// The source position, outbox entries and confirmed publishes to write with the next commit.
     var pendingSource = SourceWrite()
@@ -359,12 +359,10 @@ public final class Store {
         }
     }
 
-    /// Appends an already accepted event (replays into a new store use this path too).
-    /// The chained hash is added when the batch is committed (on the committer thread in batch mode).
+    /// Appends an already accepted event (replays into a new store use this path too). It is encoded and
+    /// its hash chained when the batch is committed (`CommitJob`, on the committer thread).
     private func append(_ event: Event) {
-        var w = ByteWriter(capacity: 128)
-        EventCodec.encode(event, into: &w)
-        pendingEvents.append((event.seq, w.bytes))
+        pendingEvents.append(event)
         if let opId = event.op.opId { pendingOpIds[opId] = .accepted(seq: event.seq) }
     }
 
@@ -476,12 +474,12 @@ public final class Store {
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
         bufferChanges()
-        touchesSinceRelease += job.events.count
+        touchesSinceRelease += job.eventCount
         hurryCheckpointIfNextIsDue()
         if checkpointDue {
             startCheckpoint(after: job)
         } else {
-            continueEviction(ops: job.events.count)
+            continueEviction(ops: job.eventCount)
         }
         if touchesSinceRelease >= Self.writerReleaseInterval {
             // Not only at checkpoints: the lookups of a batch (duplicate ids, units loaded) read pages all
