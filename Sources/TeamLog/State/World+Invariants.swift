@@ -13,8 +13,10 @@ extension World {
             } else if team.memberCount != 0 {
                 problems.append("dismissed team \(id) still has \(team.memberCount) members")
             }
-            if team.roster.count != team.memberCount {
-                problems.append("team \(id): roster \(team.roster.count) != member count \(team.memberCount)")
+            if team.roster.count != team.memberCount || team.slotOf.count != team.memberCount {
+                problems.append(
+                    "team \(id): roster \(team.roster.count), slot index \(team.slotOf.count) != member count \(team.memberCount)"
+                )
             }
             for (slot, member) in team.slots.enumerated() {
                 guard let member else { continue }
