@@ -1,7 +1,7 @@
-import TeamLogThreads
 import Crypto
 import LMDB
 import TeamLog
+import TeamLogThreads
 
 #if canImport(Glibc)
     import Glibc
@@ -30,6 +30,8 @@ public struct AuditReport: Sendable {
     public var headSeq: UInt64 = 0
     /// Events replayed.
     public var events: Int
+    /// What the replay's working set did (evictions, lookups of evicted units).
+    public var replay = WorkingSetStats()
     /// The hash chain's first problem, if any.
     public var chainProblem: Store.ChainProblem?
     /// A checkpoint that disagrees with the log.
@@ -48,6 +50,11 @@ extension Store {
     /// afterwards), compared table by table as two key-ordered cursor streams. Memory holds the replay's
     /// working state only, nothing that grows with the history.
     public func audit(progress: ((Int) -> Void)? = nil) throws -> AuditReport {
+        try audit(progress: progress, limits: ReplayLimits())
+    }
+
+    /// `audit` with the replay's checkpoint interval and budget given (tests make them small).
+    func audit(progress: ((Int) -> Void)? = nil, limits: ReplayLimits) throws -> AuditReport {
         // The writer's own store audits its committed state; and no checkpoint of this process may grow
         // the projections' map while they are read.
         if writerLock != nil && refusal == nil { try checkpointNow() }
@@ -56,12 +63,14 @@ extension Store {
             let checkpoint = try pdbs.readCheckpoint(ptxn)
             return try env.read { txn in
                 let meta = try dbs.readMeta(txn)
-                let scratch = try makeScratch(projectionsOnly: true)
+                let scratch = try makeScratch(projectionsOnly: true, limits: limits)
                 defer { scratch.remove() }
-                try replay(into: scratch, in: txn, upTo: checkpoint.seq, progress: progress)
+                try replay(
+                    into: scratch, in: txn, upTo: checkpoint.seq, batchSize: limits.batchSize, progress: progress)
                 var report = AuditReport(
                     seq: checkpoint.seq, events: scratch.events, chainProblem: scratch.problem,
                     checkpointProblem: nil, tables: [])
+                report.replay = scratch.store.workingSetStats
                 if scratch.problem == nil {
                     report.checkpointProblem = Self.positionProblem(
                         checkpoint, records: UInt64(scratch.events), lastHash: scratch.lastHash)

@@ -83,16 +83,16 @@ extension Store {
     /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
     /// `projectionsOnly`: a replay into it keeps no log (`Store.projectionsOnly`) — for an audit or a
     /// repair, which read only its projection tables; `--at` queries read its log too.
-    func makeScratch(config: Config? = nil, projectionsOnly: Bool = false) throws -> ScratchStore {
+    func makeScratch(config: Config? = nil, projectionsOnly: Bool = false, limits: ReplayLimits = ReplayLimits())
+        throws -> ScratchStore
+    {
         let path = try ScratchStore.makeDirectory()
         var options = Options()
         options.noSync = true
         options.config = config ?? world.config
         options.verifyChainAtOpen = false
         options.mapSize = max(64 << 20, env.mapSize, projectionEnv.mapSize)
-        // Checkpoints a fifth as far apart as a writer's: the records changed since the last one wait
-        // encoded in memory (and their transaction's dirty pages), and a replay makes them fast.
-        options.checkpointOps = 20_000
+        options.checkpointOps = limits.checkpointOps
         // A replay is throughput-bound on every core it has, and nothing waits on it with a latency: its
         // checkpoints keep the process's priority.
         options.checkpointNice = nil
@@ -103,15 +103,7 @@ extension Store {
             scratch.projectionsOnly = projectionsOnly
             scratch.workingSet.onlyEvictedAreStored = true  // it starts empty
             scratch.workingSet.wholesale = projectionsOnly
-            if projectionsOnly {
-                // The estimate counts entries, not the dictionaries' spare buckets and per-user storage
-                // (a heap profile of a 1M-event audit: ~460 MB held by the replay at an estimated 256 MiB),
-                // and an audit or repair runs beside a writer that has its own. Three quarters of the
-                // default: with the allocator's shorter decay (`Allocator`), a 5M-event audit's peak RSS went
-                // 1,150–1,168 → 1,040–1,045 MB at the same rate (BENCHMARKS, eleventh session); at 160 MiB
-                // the teams no longer fit in half the budget, are evicted with the rest, and the rate halved.
-                scratch.workingSet.budgetBytes = Store.defaultCacheBytes / 4 * 3
-            }
+            if projectionsOnly { scratch.workingSet.budgetBytes = limits.budgetBytes }
             return ScratchStore(store: scratch, path: path)
         } catch {
             removeDirectoryTree(path)
@@ -167,15 +159,17 @@ extension Store {
             }
             if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
         }
-        let walk = try replayOnTwoCores(txn, upTo: upTo, apply) ?? walkChain(
-            in: txn, after: 0, hash: HashChain.genesis, upTo: upTo
-        ) { seq, payload in
-            let event: Event
-            do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
-            if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
-            try apply(event)
-            return nil
-        }
+        let walk =
+            try replayOnTwoCores(txn, upTo: upTo, apply)
+            ?? walkChain(
+                in: txn, after: 0, hash: HashChain.genesis, upTo: upTo
+            ) { seq, payload in
+                let event: Event
+                do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
+                if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
+                try apply(event)
+                return nil
+            }
         try target.checkpointNow()
         scratch.events = Int(walk.last)
         scratch.problem = walk.problem
@@ -234,4 +228,22 @@ extension Store {
             })
         return walk
     }
+}
+
+/// How far apart a scratch store's checkpoints are and the working-set budget of a projections-only replay
+/// (audit, repair): the defaults in use; tests make them small so that a short history goes through the
+/// wholesale evictions and the early eviction of checkpointed messages.
+struct ReplayLimits {
+    /// Checkpoints a fifth as far apart as a writer's: the records changed since the last one wait
+    /// encoded in memory (and their transaction's dirty pages), and a replay makes them fast.
+    var checkpointOps = 20_000
+    /// The estimate counts entries, not the dictionaries' spare buckets and per-user storage (a heap
+    /// profile of a 1M-event audit: ~460 MB held by the replay at an estimated 256 MiB), and an audit or
+    /// repair runs beside a writer that has its own. Three quarters of the default: with the allocator's
+    /// shorter decay (`Allocator`), a 5M-event audit's peak RSS went 1,150–1,168 → 1,040–1,045 MB at the
+    /// same rate (BENCHMARKS, eleventh session); at 160 MiB the teams no longer fit in half the budget, are
+    /// evicted with the rest, and the rate halved.
+    var budgetBytes = Store.defaultCacheBytes / 4 * 3
+    /// Events between two looks at the budget and the checkpoint interval (`Store.replayedBatchDone`).
+    var batchSize = 8_192
 }

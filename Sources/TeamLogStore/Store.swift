@@ -386,7 +386,13 @@ public final class Store {
     func replayedBatchDone() throws {
         precondition(projectionsOnly, "a store with a log checkpoints at its commits")
         if workingSet.wholesale { try evictWholesaleIfOverBudget() }
-        if opsSinceCheckpoint >= options.checkpointOps && inFlightCheckpointIsDone { startCheckpoint(after: nil) }
+        if opsSinceCheckpoint >= options.checkpointOps && inFlightCheckpointIsDone {
+            if workingSet.wholesale {
+                finishCheckpoint()
+                evictCheckpointedMessages()
+            }
+            startCheckpoint(after: nil)
+        }
     }
 
     /// The seq of the event accepted with `opId`, if any.

@@ -79,6 +79,28 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
         entries = 0
     }
 
+    /// Removes the entries `shouldRemove` picks, calling `removed` with the key of each, shard by shard.
+    /// The values are visited in place (by index, through `modify`): iterating a `Dictionary` copies every
+    /// value out, retaining and releasing each of its references (`filter` here was 8% of an audit's
+    /// applying thread).
+    public mutating func removeAll(where shouldRemove: (Key, inout Value) -> Bool, removed: (Key) -> Void) {
+        var doomed: [Key] = []
+        for s in shards.indices where !shards[s].isEmpty {
+            doomed.removeAll(keepingCapacity: true)
+            var i = shards[s].startIndex
+            while i != shards[s].endIndex {
+                let key = shards[s].keys[i]
+                if shouldRemove(key, &shards[s].values[i]) { doomed.append(key) }
+                shards[s].formIndex(after: &i)
+            }
+            for key in doomed {
+                shards[s].removeValue(forKey: key)
+                removed(key)
+            }
+            entries -= doomed.count
+        }
+    }
+
     /// Entries held.
     @inlinable public var count: Int { entries }
 

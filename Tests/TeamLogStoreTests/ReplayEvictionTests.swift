@@ -1,0 +1,65 @@
+import TeamLog
+import TeamLogWorkload
+import TestSupport
+import Testing
+
+@testable import TeamLogStore
+
+/// Issue 11 §6: an audit's replay keeps a bounded working set — a wholesale eviction when over budget,
+/// and each message dropped once a committed checkpoint holds it, unless a receipt may still name it or a
+/// modify changed it since. A history many times a tiny replay's limits must audit clean through both,
+/// with modifies landing on messages in every state (resident and clean, resident and changed since the
+/// checkpoint that holds them, evicted).
+@Suite struct ReplayEvictionTests {
+    /// The mixed workload with a `message.modify` by its sender of a message sent 50–250 lines before,
+    /// every 20 lines.
+    static func linesWithModifies(count: Int, seed: UInt64) -> [String] {
+        var out: [String] = []
+        var sends: [(line: Int, actor: String, id: String)] = []
+        var rng = SplitMix64(seed: seed)
+        for line in WorkingSetTests.mixedLines(count: count, seed: seed) {
+            out.append(line)
+            if let value = try? JSONParser.parse(Array(line.utf8)), value["op"]?.stringValue == "message.send",
+                let actor = value["actor"]?.stringValue, let id = value["messageId"]?.stringValue
+            {
+                sends.append((out.count, actor, id))
+            }
+            guard out.count % 20 == 0 else { continue }
+            let back = Int.random(in: 50...250, using: &rng)
+            guard let target = sends.last(where: { $0.line <= out.count - back }) else { continue }
+            out.append(
+                op(
+                    "message.modify", target.actor,
+                    ["messageId": target.id, "content": JSONValue.object([("type", .string("text"))])]))
+        }
+        return out
+    }
+
+    @Test func aHistoryManyTimesTheReplaysLimitsAuditsClean() throws {
+        let lines = Self.linesWithModifies(count: 6_000, seed: 11)
+        let h = try StoreHarness(batchSize: 64)
+        let records = try h.feed(lines)
+        let modified = records.filter {
+            $0["kind"]?.stringValue == "event" && $0["op"]?.stringValue == "message.modify"
+        }.count
+        #expect(modified > 100, "modifies must be accepted for the test to mean anything: \(modified)")
+
+        // Checkpoints every 150 events (looked at every 50), a budget the state never reaches: only the messages go, early.
+        let early = try h.store.audit(limits: ReplayLimits(checkpointOps: 150, budgetBytes: 1 << 30, batchSize: 50))
+        #expect(early.ok, "\(early.tables.compactMap(\.difference)) \(early.chainProblem.map { "\($0)" } ?? "")")
+        #expect(early.replay.sweeps == 0, "\(early.replay)")
+        #expect(early.replay.evictions > 2_000, "messages are dropped once checkpointed: \(early.replay)")
+        #expect(early.replay.lookups > 20, "modifies of dropped messages look them up: \(early.replay)")
+
+        // And a budget of 48 KiB: wholesale evictions of everything but the teams, again and again.
+        let tight = try h.store.audit(limits: ReplayLimits(checkpointOps: 150, budgetBytes: 48 << 10, batchSize: 50))
+        #expect(tight.ok, "\(tight.tables.compactMap(\.difference))")
+        #expect(tight.replay.sweeps > 5, "\(tight.replay)")
+        #expect(tight.replay.loads > 100, "\(tight.replay)")
+
+        // The defaults keep all of this history: nothing is evicted.
+        let roomy = try h.store.audit()
+        #expect(roomy.ok && roomy.replay.evictions == 0, "\(roomy.replay)")
+        #expect(early.tables.map(\.digest) == roomy.tables.map(\.digest))
+    }
+}
