@@ -24,6 +24,10 @@ struct Audit: ParsableCommand {
         try printOut(
             "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"
         )
+        let r = report.replay
+        try printOut(
+            "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, \(r.loads) found"
+        )
         if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
         if let p = report.checkpointProblem { try printOut("checkpoint: \(p)") }
         for t in report.tables {
