@@ -18,6 +18,14 @@ public struct MixedWorkload {
         public var messageShare: Double = 0.9
         public var startTs: Int64 = 1_767_225_600_000
         public init() {}
+
+        /// The options with these sizes (tests make small workloads this way).
+        public init(seed: UInt64, users: Int, teams: Int, maxTeam: Int) {
+            self.seed = seed
+            self.users = users
+            self.teams = teams
+            self.maxTeam = maxTeam
+        }
     }
 
     public let options: Options

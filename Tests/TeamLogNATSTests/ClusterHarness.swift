@@ -225,12 +225,7 @@ final class ClusterHarness {
     /// The workload: the mixed generator (team ops, team and p2p messages, receipts, reads, signaling,
     /// logins), small.
     static func workload(count: Int, seed: UInt64) -> [String] {
-        var o = MixedWorkload.Options()
-        o.seed = seed
-        o.users = 150
-        o.teams = 12
-        o.maxTeam = 50
-        var w = MixedWorkload(options: o)
+        var w = MixedWorkload(options: .init(seed: seed, users: 150, teams: 12, maxTeam: 50))
         return (0..<count).map { _ in w.next() }
     }
 }

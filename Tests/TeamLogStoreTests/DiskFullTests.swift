@@ -49,12 +49,7 @@ import Testing
     /// The workload, smaller: message-heavy, so a 2 MiB tmpfs fills after a few thousand ops (12,000 are
     /// fed: the log must meet the full disk whatever the projections' share of it).
     static func workload(_ count: Int) -> [UInt8] {
-        var o = MixedWorkload.Options()
-        o.seed = 21
-        o.users = 5000
-        o.teams = 150
-        o.maxTeam = 300
-        var w = MixedWorkload(options: o)
+        var w = MixedWorkload(options: .init(seed: 21, users: 5000, teams: 150, maxTeam: 300))
         var bytes: [UInt8] = []
         for _ in 0..<count { bytes += Array(w.next().utf8) + [0x0A] }
         return bytes

@@ -39,12 +39,7 @@ import Testing
     }
 
     func workload(_ count: Int, seed: UInt64) -> [String] {
-        var options = MixedWorkload.Options()
-        options.seed = seed
-        options.users = 400
-        options.teams = 12
-        options.maxTeam = 60
-        var w = MixedWorkload(options: options)
+        var w = MixedWorkload(options: .init(seed: seed, users: 400, teams: 12, maxTeam: 60))
         var lines = (0..<count).map { _ in w.next() }
         // Re-sent lines: duplicates whose first copy may still be in flight when they arrive.
         for i in stride(from: 10, to: count, by: 97) { lines.insert(lines[i - 3], at: i) }

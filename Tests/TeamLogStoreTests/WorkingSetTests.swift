@@ -12,12 +12,7 @@ import Testing
     /// The mixed workload (team ops, team and p2p messages, directed ones, receipts, reads, signaling),
     /// small enough for a test.
     static func mixedLines(count: Int, seed: UInt64) -> [String] {
-        var o = MixedWorkload.Options()
-        o.seed = seed
-        o.users = 400
-        o.teams = 30
-        o.maxTeam = 120
-        var w = MixedWorkload(options: o)
+        var w = MixedWorkload(options: .init(seed: seed, users: 400, teams: 30, maxTeam: 120))
         return (0..<count).map { _ in w.next() }
     }
 

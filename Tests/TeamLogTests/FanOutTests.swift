@@ -551,12 +551,7 @@ import Testing
 @Suite struct FanOutWithoutDeliveriesTests {
     @Test(arguments: [UInt64(1), 7, 42])
     func sameStateAndCountsAsAFullFanOut(seed: UInt64) {
-        var options = MixedWorkload.Options()
-        options.seed = seed
-        options.users = 600
-        options.teams = 12
-        options.maxTeam = 300
-        var workload = MixedWorkload(options: options)
+        var workload = MixedWorkload(options: .init(seed: seed, users: 600, teams: 12, maxTeam: 300))
         var full = World()
         var lean = World()
         lean.wantsDeliveries = false
