@@ -60,6 +60,12 @@ struct WorkingSet {
     /// The last seq of a closed epoch; `nil` for the open one.
     func end(ofEpoch e: UInt32) -> UInt64? { epochs.end(ofEpoch: e) }
 
+    /// Remembers an evicted unit in `evicted`, made at the first eviction (16 MiB).
+    mutating func noteEvicted(_ key: ResidentKey) {
+        if evicted == nil { evicted = BloomFilter(bits: 1 << 27) }
+        evicted!.insert(key)
+    }
+
     /// Queues a unit that was just stamped at a seq of the open epoch, when its previous stamp was not in it
     /// (0: it became resident since).
     @inline(__always)
@@ -293,8 +299,8 @@ extension Store {
     @inline(__always)
     private func name(_ key: ResidentKey, seq: UInt64, in world: inout World) -> Bool {
         // A wholesale replay keeps no recency: whether the unit is resident is all it asks.
-        if case .receiptRead = key { return world.isResidentInPlace(key) }
-        if workingSet.wholesale { return world.isResidentInPlace(key) }
+        if case .receiptRead = key { return world.isResident(key) }
+        if workingSet.wholesale { return world.isResident(key) }
         guard let previous = world.stamp(key, seq: seq) else { return false }
         workingSet.named(key, previous: previous)
         return true
@@ -323,7 +329,7 @@ extension Store {
         var snapshot = workingSet.snapshot  // a local: the body changes `workingSet`
         defer { workingSet.snapshot = snapshot }
         try projectionEnv.read(reusing: &snapshot) { txn in
-            for key in keys where !world.isResidentInPlace(key) {
+            for key in keys where !world.isResident(key) {
                 if workingSet.onlyEvictedAreStored && workingSet.evicted?.mayContain(key.evictionUnit) != true {
                     continue
                 }
@@ -502,10 +508,7 @@ extension Store {
                 continue
             }
             estimate -= world.evict(key)
-            if workingSet.onlyEvictedAreStored {
-                if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
-                workingSet.evicted!.insert(key)
-            }
+            if workingSet.onlyEvictedAreStored { workingSet.noteEvicted(key) }
             workingSet.stats.evictions += 1
         }
         workingSet.trimEpochs()
@@ -531,7 +534,6 @@ extension Store {
         finishCheckpoint()
         if let lastCheckpointError { throw lastCheckpointError }
         workingSet.stats.sweeps += 1
-        if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
         var teamBytes = 0
         for id in world.teams.keys { teamBytes += world.residentBytesEstimate(of: .team(id)) }
         var units: [ResidentKey] = []
@@ -539,12 +541,12 @@ extension Store {
         for key in world.convs.keys { units.append(.conv(key)) }
         for (user, convs) in world.userConvs { for key in convs.keys { units.append(.userConv(user, key)) } }
         for id in world.receipts.keys { units.append(.receipt(id)) }
-        for id in world.messages.keys { workingSet.evicted!.insert(.message(id)) }
+        for id in world.messages.keys { workingSet.noteEvicted(.message(id)) }
         workingSet.stats.evictions += world.messages.count + units.count
         world.evictAllMessages()
         for key in units {
             world.evict(key)
-            workingSet.evicted!.insert(key)
+            workingSet.noteEvicted(key)
         }
         Allocator.releaseFreedPages()
     }
@@ -559,15 +561,11 @@ extension Store {
         precondition(workingSet.wholesale && inFlightCheckpoint == nil)
         let upTo = checkpoint.seq  // committed: a failed checkpoint left it where it was
         let dirty = world.changes.dirty
-        if workingSet.evicted == nil { workingSet.evicted = BloomFilter(bits: 1 << 27) }
-        var filter = workingSet.evicted!
-        workingSet.evicted = nil  // not shared while inserting (no copy of 16 MiB)
         let evicted = world.evictMessages(
             where: { id, message in
                 message.seq <= upTo && !message.needReceipt && (dirty.isEmpty || !dirty.contains(.message(id)))
             },
-            evicted: { id in filter.insert(.message(id)) })
-        workingSet.evicted = filter
+            evicted: { id in workingSet.noteEvicted(.message(id)) })
         workingSet.stats.evictions += evicted
     }
 

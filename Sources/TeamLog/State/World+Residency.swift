@@ -119,33 +119,20 @@ extension World {
     }
 
     /// Whether `key` is resident: its entry is here (and, for a reader, whether they sent a receipt is known).
+    /// `mutating` only to look in place: reading a `Dictionary` value copies it — a whole team, roster and
+    /// all (2.7% of an audit's applying thread), a user's conversations or a tally (a retain and a release
+    /// each: 2.4% of a 5M-event audit's applying thread) — so each table is probed by index or through
+    /// a `modify` access that changes nothing.
     @inline(__always)
-    public func isResident(_ key: ResidentKey) -> Bool {
-        // By index, not `table[key] != nil`: reading a `Dictionary` value copies it — a whole team, roster
-        // and all, retained and released (2.7% of an audit's applying thread).
+    public mutating func isResident(_ key: ResidentKey) -> Bool {
         switch key {
         case .team(let id): teams.index(forKey: id) != nil
         case .conv(let key): convs.index(forKey: key) != nil
-        case .userConv(let user, let key): userConvs[user]?.contains(key) ?? false
+        case .userConv(let user, let conv):
+            userConvs.index(forKey: user).map { userConvs.values[$0].modify(conv) { _ in () } != nil } ?? false
         case .message(let id): messages.containsKey(id)
         case .receipt(let id): receipts.containsKey(id)
-        case .receiptRead(let id, let user): receipts[id]?.knowsReader(user) ?? false
-        }
-    }
-
-    /// `isResident` for a caller that holds the state `inout` (the working set's prefetch and loads): a
-    /// user conversation or a reader is looked up in place, where reading `userConvs[user]` or
-    /// `receipts[id]` copied the user's conversations or the tally out — a retain and a release each (2.4%
-    /// of a 5M-event audit's applying thread, perf).
-    public mutating func isResidentInPlace(_ key: ResidentKey) -> Bool {
-        switch key {
-        case .userConv(let user, let conv):
-            guard let outer = userConvs.index(forKey: user) else { return false }
-            return userConvs.values[outer].modify(conv) { _ in () } != nil
-        case .receiptRead(let id, let user):
-            return receipts.withValue(forKey: id) { $0.knowsReader(user) } ?? false
-        default:
-            return isResident(key)
+        case .receiptRead(let id, let user): receipts.withValue(forKey: id) { $0.knowsReader(user) } ?? false
         }
     }
 
