@@ -235,6 +235,14 @@ public final class Processor {
                 switch try pipeline.next(timeoutMs: timeout) {
                 case .chunk(let chunk):
                     for parsed in chunk {
+                        // Between two ops, not only between chunks: behind a slow op (a 2,000-member team
+                        // dismissed: 5–15 ms) the rest of its chunk would wait for it before their batch
+                        // commits and its records go out.
+                        if store.commitIsDone { try finishInFlight() }
+                        if let d = deadline, !store.isCommitting, MonotonicClock.milliseconds() >= d {
+                            try startCommit(inPlace: false)
+                            deadline = nil
+                        }
                         try process(parsed)
                         if inBatch == 0 && out.bytes.isEmpty {
                             deadline = nil  // the batch just filled and started committing

@@ -344,6 +344,26 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 /// on deciding and applying while they are written and fsynced. It is still the one writer of its
 /// environment: the store hands over at most one job and waits for it before the next. The store has
 /// one for the log (the committer) and one for the projections (the checkpointer).
+/// Drops the memory maps' resident pages of `envs` when the process's file-backed resident memory is
+/// over `budget` (`Store.releaseResidentPagesIfOverBudget`), on the thread that runs it: the pages stay in
+/// the page cache, and a reader faults them in again. An environment's `releaseResidentPages` reads its
+/// map's bounds in a read transaction of its own and holds its resize lock, so it runs beside the store's
+/// thread and the committer.
+final class PageReleaseJob: WriteJob, @unchecked Sendable {
+    private let envs: [Environment]
+    private let budget: Int
+
+    init(envs: [Environment], budget: Int) {
+        self.envs = envs
+        self.budget = budget
+    }
+
+    override func write() throws {
+        guard ResidentMemory.fileBacked(over: budget) else { return }
+        for env in envs { env.releaseResidentPages() }
+    }
+}
+
 final class WriterThread: @unchecked Sendable {
     private let monitor = Monitor()
     private var job: WriteJob?

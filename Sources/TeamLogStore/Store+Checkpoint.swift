@@ -47,8 +47,9 @@ extension Store {
         // the way out of a 400,000-op ingest, evicting a state about to be freed (BENCHMARKS, thirteenth
         // session).
         if !closing { evictIfOverBudget(ops: job?.eventCount ?? opsSinceCheckpoint) }
-        // The log's pages read since (opId lookups), as the checkpointer does for its own, over the budget.
-        if ResidentMemory.fileBacked(over: mappedBytesBudget) { env.releaseResidentPages() }
+        // The pages read since (opId lookups, units loaded), as the checkpointer does for its own, over the
+        // budget (on the releaser's thread).
+        releaseResidentPagesIfOverBudget()
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
         let committer = self.committer
         bufferChanges()

@@ -121,6 +121,10 @@ public final class Store {
     /// Writes checkpoints (started by the first one); `inFlightCheckpoint` is the one it is writing.
     var checkpointer: WriterThread?
     var inFlightCheckpoint: CheckpointJob?
+    /// Drops the maps' pages off this thread (started by the first release); `inFlightRelease` is the
+    /// drop it runs or ran last.
+    var releaser: WriterThread?
+    var inFlightRelease: PageReleaseJob?
     /// Ops submitted since the last checkpoint began, and when (monotonic ms) it began.
     var opsSinceCheckpoint = 0
     /// About how many pages of the memory maps this thread read since it last released them: one per
@@ -497,21 +501,27 @@ public final class Store {
         }
     }
 
-    /// Drops this process's mappings of both environments' pages (they stay in the page cache).
-    func releaseResidentPages() {
-        touchesSinceRelease = 0
-        env.releaseResidentPages()
-        projectionEnv.releaseResidentPages()
-    }
-
-    /// The writer's check every `writerReleaseInterval` page reads: drops the maps' pages only when the
-    /// process's file-backed resident memory is over `mappedBytesBudget` (or cannot be read). Dropping
-    /// them unconditionally made a hot writer fault the same pages in again and again: measured on
-    /// `teamlog-bench --stream`, 0.98 → 0.75 page faults per op with the budget (0.66 with no writer
-    /// release at all).
+    /// The writer's check every `writerReleaseInterval` page reads: drops both maps' pages (they stay in
+    /// the page cache) only when the process's file-backed resident memory is over `mappedBytesBudget` (or
+    /// cannot be read). Dropping them unconditionally made a hot writer fault the same pages in again and
+    /// again: measured on `teamlog-bench --stream`, 0.98 → 0.75 page faults per op with the budget (0.66
+    /// with no writer release at all).
+    ///
+    /// The check and the drop run on the releaser's thread (`PageReleaseJob`), not this one: an
+    /// `madvise(MADV_DONTNEED)` over a few hundred MB of mapped pages took 9–12 ms, which the stream's
+    /// lines behind it waited for (BENCHMARKS, sixteenth session). A request while the last one still
+    /// runs is dropped: that one is dropping the pages.
     func releaseResidentPagesIfOverBudget() {
         touchesSinceRelease = 0
-        if ResidentMemory.fileBacked(over: mappedBytesBudget) { releaseResidentPages() }
+        if let running = inFlightRelease, !(releaser?.isDone(running) ?? true) { return }
+        let job = PageReleaseJob(envs: [env, projectionEnv], budget: mappedBytesBudget)
+        if releaser == nil { releaser = WriterThread(name: "tl-release") }
+        if let releaser {
+            releaser.start(job)
+        } else {
+            job.runInPlace()
+        }
+        inFlightRelease = job
     }
 
     /// File-backed resident bytes (the maps' pages this process touched, and its program's) beyond which
@@ -538,5 +548,6 @@ public final class Store {
     deinit {
         committer?.stop()  // after the batch in flight, if any
         checkpointer?.stop()
+        releaser?.stop()
     }
 }
