@@ -286,7 +286,15 @@ extension Store {
             }
         }
         if missing.isEmpty { return }
-        try load(missing, into: &world)
+        if case .teamCreate(let create) = op.body, !world.isResident(.team(create.team)) {
+            // A team the store does not have: its conversation and every view of it are new too (a team
+            // is never deleted, and nothing else makes its conversation), so only the tip's id is looked
+            // up — not a 2,000-member team's 2,000 user conversations (4–6 ms of a stream's writer).
+            let conv = ConvKey(team: create.team, kind: create.kind)
+            try load(missing.filter { !$0.names(conv) }, into: &world)
+        } else {
+            try load(missing, into: &world)
+        }
         guard !workingSet.wholesale else { return }  // no per-unit bookkeeping
         for key in missing {
             if case .receiptRead = key { continue }  // part of its tally's unit
@@ -621,6 +629,14 @@ extension ResidentKey {
     var evictionUnit: ResidentKey {
         if case .receiptRead(let id, _) = self { return .receipt(id) }
         return self
+    }
+
+    /// Whether this is `conv`'s shared record or one user's view of it.
+    func names(_ conv: ConvKey) -> Bool {
+        switch self {
+        case .conv(let key), .userConv(_, let key): key == conv
+        default: false
+        }
     }
 }
 

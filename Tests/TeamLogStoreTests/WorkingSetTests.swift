@@ -114,6 +114,29 @@ import Testing
         #expect(try h.store.audit().ok)
     }
 
+    /// A team the store does not have names a conversation nobody has: creating it looks up the team and
+    /// its tip's id, not a user conversation per member (each a miss in the B-tree). A re-used team id is
+    /// still found (and rejected) however much was evicted, and the new team's views answer as usual.
+    @Test func aNewTeamLooksUpNoneOfItsMembersViews() throws {
+        let h = try StoreHarness()
+        let members = (0..<300).map { "m\($0)" }
+        let before = h.store.workingSetStats.lookups
+        let records = try h.feed(op("team.create", "own", ["team": "big", "members": members]))
+        #expect(records.first?["kind"]?.stringValue == "event", "\(records)")
+        let created = h.store.workingSetStats.lookups - before
+        #expect(created <= 3, "the team, its tip's id: \(created) lookups")
+        #expect(h.store.world.userConvCount == 301)
+
+        try h.reopen()  // nothing resident: the team must be looked up, found, and the create rejected
+        let again = try h.feed(op("team.create", "own", ["team": "big", "members": ["m1"]]))
+        #expect(again.first?["code"]?.stringValue == "teamExists", "\(again)")
+        let sent = try h.feed(op("message.send", "m7", ["to": Msg.team("big"), "messageId": "b1",
+            "content": Msg.content("text", "hi")]))
+        #expect(sent.first?["kind"]?.stringValue == "event", "\(sent)")
+        #expect(try h.store.teamView("big")?["members"]?.arrayValue?.count == 301)
+        #expect(try h.store.audit().ok)
+    }
+
     /// Eviction keeps units whose changes are not in a committed checkpoint: with a budget of zero and
     /// no checkpoint due, everything an op changed stays resident, and a checkpoint then frees it.
     @Test func dirtyUnitsStayUntilTheirCheckpoint() throws {
