@@ -64,6 +64,7 @@ extension Store {
             waitForLog: { job in committer?.wait(job) })
         checkpointFailed = false
         world.clearChanges()
+        workingSet.lastIntervalOps = opsSinceCheckpoint
         opsSinceCheckpoint = 0
         lastCheckpointMs = MonotonicClock.milliseconds()
         if checkpointer == nil { checkpointer = WriterThread(name: "tl-checkpoint", nice: options.checkpointNice) }

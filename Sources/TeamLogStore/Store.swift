@@ -491,6 +491,7 @@ public final class Store {
         } else {
             continueEviction(ops: job.eventCount)
         }
+        walkCheckpointedMessages(ops: job.eventCount)
         if touchesSinceRelease >= Self.writerReleaseInterval {
             // Not only at checkpoints: the lookups of a batch (duplicate ids, units loaded) read pages all
             // over files that grow with history, ~2 pages per op once the store is larger than what a

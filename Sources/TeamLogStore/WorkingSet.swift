@@ -54,6 +54,10 @@ struct WorkingSet {
     /// Set for a projections-only replay (`Store.projectionsOnly`), which evicts wholesale
     /// (`evictWholesaleIfOverBudget`) instead of unit by unit: no `clock` is kept.
     var wholesale = false
+    /// The next shard of the resident messages `walkMessages` looks at.
+    var messageWalkShard = 0
+    /// Ops in the last checkpoint interval (from one checkpoint's start to the next's).
+    var lastIntervalOps = Int.max
 
     init(budgetBytes: Int) { self.budgetBytes = budgetBytes }
 
@@ -310,8 +314,17 @@ extension Store {
         if case .receiptRead = key { return world.isResident(key) }
         if workingSet.wholesale { return world.isResident(key) }
         guard let previous = world.stamp(key, seq: seq) else { return false }
-        workingSet.named(key, previous: previous)
+        if queues(key, in: &world) { workingSet.named(key, previous: previous) }
         return true
+    }
+
+    /// Whether a resident unit joins the eviction sweeps' queue: all but the messages no receipt may name,
+    /// which `walkCheckpointedMessages` drops instead (queued, each would leave a stale entry for the
+    /// sweeps and compactions to probe: 3% of a writer's thread in compactions, measured).
+    @inline(__always)
+    private func queues(_ key: ResidentKey, in world: inout World) -> Bool {
+        guard case .message(let id) = key else { return true }
+        return world.residentMessageNeedsReceipt(id) ?? true
     }
 
     /// Stamps the units the last op loaded or created (`WorkingSet.unstamped`); forgets those it did not.
@@ -320,7 +333,7 @@ extension Store {
             guard let previous = world.stamp(key, seq: seq) else { continue }  // not found, not made
             if previous > seq {
                 _ = world.stamp(key, seq: previous)  // never moves a stamp back
-            } else {
+            } else if queues(key, in: &world) {
                 workingSet.named(key, previous: previous)
             }
         }
@@ -499,10 +512,13 @@ extension Store {
         // (BENCHMARKS, tenth session). Below the budget nothing is urgent; if the working set grows back
         // over it faster than the quarter steps evict, full steps resume.
         let limit = estimate > budget ? steps : max(256, steps / 4)
-        var visited = 0
+        // The messages no receipt may name are not queued (`queues`): their shards first, within the step.
+        var visited = walkMessages(&world, shards: ShardedDictionary<Id, StoredMessage>.shardCount, visits: limit)
+        estimate = world.residentBytesEstimate
+        if visited >= limit && estimate > target { workingSet.sweepUnfinished = true }
         while estimate > target, let (key, e) = workingSet.clock.first {
             guard let end = workingSet.end(ofEpoch: e), end <= clean else { break }  // not all clean
-            if visited == limit {
+            if visited >= limit {
                 workingSet.sweepUnfinished = true  // the rest at the next commits
                 break
             }
@@ -520,6 +536,53 @@ extension Store {
             workingSet.stats.evictions += 1
         }
         workingSet.trimEpochs()
+    }
+
+    /// The writer's messages once a committed checkpoint holds them, a few shards at each commit: once
+    /// the resident messages take an eighth of the budget, a message no receipt may name (`needReceipt`:
+    /// its tally stays with it) whose last naming is in the committed checkpoint is dropped by a walk of
+    /// its shard, not left to the sweeps. Nothing but a modify (or a duplicate id, looked up anyway) names
+    /// an old message again, and the sweeps evict a unit with a hash probe for its stamp and another to
+    /// remove it, both cache misses on a unit cold by definition: with one message per op, a sweep of a
+    /// stream's working set took 30–50% of the writer's thread for ~3 s each time the state reached its
+    /// budget (BENCHMARKS, sixteenth session). Such messages are not queued for the sweeps (`queues`), so
+    /// they leave no stale entries there; a sweep walks their shards too (`evictIfOverBudget`).
+    ///
+    /// `ops`: the batch's, which sets how many of the 256 shards a step walks — all of them once per
+    /// checkpoint interval (`lastIntervalOps`, at most `checkpointOps`), at least one a commit. Not while
+    /// a sweep is under way (its steps walk them), nor for `close`.
+    func walkCheckpointedMessages(ops: Int) {
+        guard !workingSet.wholesale, !closing, !workingSet.sweepUnfinished,
+            world.residentMessageBytesEstimate > workingSet.budgetBytes / 8
+        else { return }
+        let interval = max(1, min(options.checkpointOps, workingSet.lastIntervalOps))
+        let count = ShardedDictionary<Id, StoredMessage>.shardCount
+        walkMessages(&world, shards: min(count, max(1, (count * ops + interval - 1) / interval)), visits: .max)
+    }
+
+    /// Walks the resident messages' shards from `messageWalkShard` on, dropping each message no receipt
+    /// may name whose last naming is in the committed checkpoint, until `shards` shards are walked or
+    /// `visits` messages looked at (a shard is walked whole); the messages it looked at. Works on the
+    /// state in place, as `evictIfOverBudget` does (its caller's `inout` access to `world` is open).
+    @discardableResult
+    private func walkMessages(_ world: inout World, shards: Int, visits: Int) -> Int {
+        stampUnstamped(in: &world)  // a message the last op made is stamped (0 until then)
+        let count = ShardedDictionary<Id, StoredMessage>.shardCount
+        let upTo = checkpoint.seq
+        var shard = workingSet.messageWalkShard
+        var walked = 0
+        var visited = 0
+        while walked < min(shards, count) && visited < visits {
+            visited += world.messages.count(inShard: shard)
+            workingSet.stats.evictions += world.evictMessages(
+                inShards: shard..<(shard + 1),
+                where: { _, message in message.stamp.seq > 0 && message.stamp.seq <= upTo && !message.needReceipt },
+                evicted: { id in if workingSet.onlyEvictedAreStored { workingSet.noteEvicted(.message(id)) } })
+            walked += 1
+            shard = shard + 1 == count ? 0 : shard + 1
+        }
+        workingSet.messageWalkShard = shard
+        return visited
     }
 
     /// A projections-only replay's eviction (`WorkingSet.wholesale`): when the resident state is over

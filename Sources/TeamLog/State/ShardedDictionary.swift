@@ -84,8 +84,16 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
     /// value out, retaining and releasing each of its references (`filter` here was 8% of an audit's
     /// applying thread).
     public mutating func removeAll(where shouldRemove: (Key, inout Value) -> Bool, removed: (Key) -> Void) {
+        removeAll(inShards: shards.indices, where: shouldRemove, removed: removed)
+    }
+
+    /// `removeAll(where:removed:)` over the shards in `range` only (of `0..<shardCount`): a caller that
+    /// walks the whole table a few shards at a time.
+    public mutating func removeAll(
+        inShards range: Range<Int>, where shouldRemove: (Key, inout Value) -> Bool, removed: (Key) -> Void
+    ) {
         var doomed: [Key] = []
-        for s in shards.indices where !shards[s].isEmpty {
+        for s in range where !shards[s].isEmpty {
             doomed.removeAll(keepingCapacity: true)
             var i = shards[s].startIndex
             while i != shards[s].endIndex {
@@ -103,6 +111,9 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
 
     /// Entries held.
     @inlinable public var count: Int { entries }
+
+    /// Entries held by one shard (of `0..<shardCount`).
+    public func count(inShard shard: Int) -> Int { shards[shard].count }
 
     @inlinable public var isEmpty: Bool { entries == 0 }
 

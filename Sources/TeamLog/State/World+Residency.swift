@@ -257,9 +257,12 @@ extension World {
     /// Drops the resident messages `isClean` picks (the caller knows their records are in the stored
     /// projections), calling `evicted` with the id of each; how many it dropped.
     @discardableResult
-    public mutating func evictMessages(where isClean: (Id, inout StoredMessage) -> Bool, evicted: (Id) -> Void) -> Int {
+    public mutating func evictMessages(
+        inShards range: Range<Int> = 0..<ShardedDictionary<Id, StoredMessage>.shardCount,
+        where isClean: (Id, inout StoredMessage) -> Bool, evicted: (Id) -> Void
+    ) -> Int {
         let before = messages.count
-        messages.removeAll(where: isClean, removed: evicted)
+        messages.removeAll(inShards: range, where: isClean, removed: evicted)
         return before - messages.count
     }
 
@@ -280,6 +283,15 @@ extension World {
         case .receiptRead: 0
         }
     }
+
+    /// Whether a resident message asked for receipts; `nil` when it is not resident. `mutating` only to
+    /// read in place.
+    public mutating func residentMessageNeedsReceipt(_ id: Id) -> Bool? {
+        messages.withValue(forKey: id) { $0.needReceipt }
+    }
+
+    /// The resident messages' share of `residentBytesEstimate` (without its walk over the teams).
+    public var residentMessageBytesEstimate: Int { messages.count * EntryBytes.message }
 
     /// A rough size of the resident units in bytes (what `--cache-mb` bounds): per-entry estimates of
     /// each table's records with their dictionary overhead; message contents at an average size.
