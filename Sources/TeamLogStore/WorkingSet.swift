@@ -549,13 +549,15 @@ extension Store {
     /// they leave no stale entries there; a sweep walks their shards too (`evictIfOverBudget`).
     ///
     /// `ops`: the batch's, which sets how many of the 256 shards a step walks — all of them once per
-    /// checkpoint interval (`lastIntervalOps`, at most `checkpointOps`), at least one a commit. Not while
-    /// a sweep is under way (its steps walk them), nor for `close`.
+    /// checkpoint interval (`lastIntervalOps`, at most `checkpointOps`, at least 256), at least one a
+    /// commit. Not while a sweep is under way (its steps walk them), nor for `close`.
     func walkCheckpointedMessages(ops: Int) {
         guard !workingSet.wholesale, !closing, !workingSet.sweepUnfinished,
             world.residentMessageBytesEstimate > workingSet.budgetBytes / 8
         else { return }
-        let interval = max(1, min(options.checkpointOps, workingSet.lastIntervalOps))
+        // At least 256 ops: checkpoints close together (explicit ones, a writer answering queries) would
+        // otherwise make every commit walk every shard.
+        let interval = max(256, min(options.checkpointOps, workingSet.lastIntervalOps))
         let count = ShardedDictionary<Id, StoredMessage>.shardCount
         walkMessages(&world, shards: min(count, max(1, (count * ops + interval - 1) / interval)), visits: .max)
     }
