@@ -39,6 +39,17 @@ import Testing
         return out
     }
 
+    /// Checkpoints both stores and expects the same stored records, table by table.
+    static func expectSameStoredProjections(_ x: Store, _ y: Store) throws {
+        try x.checkpointNow()
+        try y.checkpointNow()
+        let a = try x.readProjections { txn in try x.storedProjections(in: txn) }
+        let b = try y.readProjections { txn in try y.storedProjections(in: txn) }
+        for table in ProjectionTable.allCases {
+            #expect(a[table]!.map(\.0) == b[table]!.map(\.0) && a[table]!.map(\.1) == b[table]!.map(\.1), "\(table)")
+        }
+    }
+
     /// A history many times the budget: the store that evicts after every checkpoint gives the same
     /// records, the same stored bytes and the same answers as one that keeps everything, and a fresh
     /// replay agrees (audit).
@@ -63,13 +74,7 @@ import Testing
         // (what the last checkpoint could not evict is at most the ops since it).
         #expect(roomyStats.residentBytes > 20 * stats.budgetBytes, "\(roomyStats)")
 
-        try roomy.store.checkpointNow()
-        try tight.store.checkpointNow()
-        let a = try roomy.store.readProjections { txn in try roomy.store.storedProjections(in: txn) }
-        let b = try tight.store.readProjections { txn in try tight.store.storedProjections(in: txn) }
-        for table in ProjectionTable.allCases {
-            #expect(a[table]!.map(\.0) == b[table]!.map(\.0) && a[table]!.map(\.1) == b[table]!.map(\.1), "\(table)")
-        }
+        try Self.expectSameStoredProjections(roomy.store, tight.store)
         #expect(try Self.answers(roomy.store, lines) == Self.answers(tight.store, lines))
         let report = try tight.store.audit()
         #expect(report.ok, "\(report.tables.compactMap(\.difference))")
@@ -182,13 +187,7 @@ import Testing
         for id in ["n1", "n2", "n50", "n299"] {
             #expect(try h.store.messageView(Id(id)) == roomy.store.messageView(Id(id)), "\(id)")
         }
-        try h.store.checkpointNow()
-        try roomy.store.checkpointNow()
-        let a = try h.store.readProjections { txn in try h.store.storedProjections(in: txn) }
-        let b = try roomy.store.readProjections { txn in try roomy.store.storedProjections(in: txn) }
-        for table in ProjectionTable.allCases {
-            #expect(a[table]!.map(\.0) == b[table]!.map(\.0) && a[table]!.map(\.1) == b[table]!.map(\.1), "\(table)")
-        }
+        try Self.expectSameStoredProjections(h.store, roomy.store)
         #expect(try h.store.audit().ok)
     }
 
