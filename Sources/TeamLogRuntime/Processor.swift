@@ -205,8 +205,8 @@ public final class Processor {
     /// Three threads, as in batch mode: one reads and parses lines and hands them over as soon as the input
     /// has no further complete line; this one decides and applies them in input order; the store's
     /// committer writes and fsyncs a batch while this one goes on with the next. A batch's records are
-    /// printed as soon as it is durable (looked for before every chunk of lines, and every millisecond
-    /// while input is idle). A batch whose time is up while the previous one is still being written keeps
+    /// printed as soon as it is durable (looked for before every op, and every millisecond while input is
+    /// idle). A batch whose time is up while the previous one is still being written keeps
     /// taking lines until that one is durable, then starts at once: one batch in flight, batches durable
     /// and printed in input order.
     public func follow(_ reader: LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
@@ -222,13 +222,8 @@ public final class Processor {
                     stopping = true
                     pipeline.requestStop()
                 }
-                if store.commitIsDone { try finishInFlight() }  // the durable batch's records go out now
+                if try commitIfDue(&deadline) { continue }
                 let now = MonotonicClock.milliseconds()
-                if let d = deadline, now >= d, !store.isCommitting {
-                    try startCommit(inPlace: false)
-                    deadline = nil
-                    continue
-                }
                 var timeout = deadline.map { Int(max(0, $0 - now)) } ?? 100
                 if store.isCommitting || !inFlightOut.isEmpty { timeout = min(timeout, 1) }
                 if let d = deadline, now >= d { timeout = 1 }  // due, waiting for the batch in flight
@@ -238,11 +233,7 @@ public final class Processor {
                         // Between two ops, not only between chunks: behind a slow op (a 2,000-member team
                         // dismissed: 5–15 ms) the rest of its chunk would wait for it before their batch
                         // commits and its records go out.
-                        if store.commitIsDone { try finishInFlight() }
-                        if let d = deadline, !store.isCommitting, MonotonicClock.milliseconds() >= d {
-                            try startCommit(inPlace: false)
-                            deadline = nil
-                        }
+                        _ = try commitIfDue(&deadline)
                         try process(parsed)
                         if inBatch == 0 && out.bytes.isEmpty {
                             deadline = nil  // the batch just filled and started committing
@@ -264,6 +255,17 @@ public final class Processor {
         }
         pipeline.finish()
         try commit()
+    }
+
+    /// Stream mode, between two ops: prints the records of the batch in flight once it is durable, and
+    /// starts the open batch's commit when its `deadline` has passed and no batch is in flight (then
+    /// clears it); whether it started one.
+    private func commitIfDue(_ deadline: inout Int64?) throws -> Bool {
+        if store.commitIsDone { try finishInFlight() }  // the durable batch's records go out now
+        guard let d = deadline, !store.isCommitting, MonotonicClock.milliseconds() >= d else { return false }
+        try startCommit(inPlace: false)
+        deadline = nil
+        return true
     }
 
     /// Reads every line of `reader`, then commits. Reading and parsing run on a second thread, a few

@@ -340,10 +340,6 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     }
 }
 
-/// A thread that runs the write transactions handed to it, one at a time, so the store's thread can go
-/// on deciding and applying while they are written and fsynced. It is still the one writer of its
-/// environment: the store hands over at most one job and waits for it before the next. The store has
-/// one for the log (the committer) and one for the projections (the checkpointer).
 /// Drops the memory maps' resident pages of `envs` when the process's file-backed resident memory is
 /// over `budget` (`Store.releaseResidentPagesIfOverBudget`), on the thread that runs it: the pages stay in
 /// the page cache, and a reader faults them in again. An environment's `releaseResidentPages` reads its
@@ -364,6 +360,11 @@ final class PageReleaseJob: WriteJob, @unchecked Sendable {
     }
 }
 
+/// A thread that runs the write transactions handed to it, one at a time, so the store's thread can go
+/// on deciding and applying while they are written and fsynced. It is still the one writer of its
+/// environment: the store hands over at most one job and waits for it before the next. The store has
+/// one for the log (the committer), one for the projections (the checkpointer), and one that drops the
+/// maps' pages (the releaser: `PageReleaseJob`, no transaction of its own but a read).
 final class WriterThread: @unchecked Sendable {
     private let monitor = Monitor()
     private var job: WriteJob?
