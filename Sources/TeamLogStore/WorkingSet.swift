@@ -513,8 +513,10 @@ extension Store {
         // over it faster than the quarter steps evict, full steps resume.
         let limit = estimate > budget ? steps : max(256, steps / 4)
         // The messages no receipt may name are not queued (`queues`): their shards first, within the step.
+        // (The estimate less what they took, not `residentBytesEstimate` again: that walks every team.)
+        let messageBytes = world.residentMessageBytesEstimate
         var visited = walkMessages(&world, shards: ShardedDictionary<Id, StoredMessage>.shardCount, visits: limit)
-        estimate = world.residentBytesEstimate
+        estimate -= messageBytes - world.residentMessageBytesEstimate
         if visited >= limit && estimate > target { workingSet.sweepUnfinished = true }
         while estimate > target, let (key, e) = workingSet.clock.first {
             guard let end = workingSet.end(ofEpoch: e), end <= clean else { break }  // not all clean
@@ -630,6 +632,8 @@ extension Store {
     /// else reads an old message, and at 320 bytes each they were 40% of the budget at every wholesale
     /// eviction of a 5M-event audit (~250,000 resident), which left the user conversations a tenth of it:
     /// they were evicted and reloaded from the scratch store once every three events.
+    /// (The writer's `walkCheckpointedMessages` asks the message's stamp instead: a replay keeps none, and
+    /// a writer's `dirty` set is emptied at every commit, before the checkpoint holding it is committed.)
     func evictCheckpointedMessages() {
         precondition(workingSet.wholesale && inFlightCheckpoint == nil)
         let upTo = checkpoint.seq  // committed: a failed checkpoint left it where it was
