@@ -55,7 +55,7 @@ enum Msg {
 struct WorldSnapshot: Equatable {
     let teams: [Id: TeamState]
     let convs: [ConvKey: ConvState]
-    let userConvs: [Id: UserConvs]
+    let userConvs: ShardedDictionary<Id, UserConvs>
     let messages: ShardedDictionary<Id, StoredMessage>
     let receipts: ShardedDictionary<Id, ReceiptState>
     let presence: [Id: Presence]

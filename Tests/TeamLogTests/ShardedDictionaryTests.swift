@@ -2,7 +2,7 @@
 import TeamLogWorkload
 import Testing
 
-/// `ShardedDictionary` (the messages and receipt tallies of `World`) behaves as a `Dictionary` of the same
+/// `ShardedDictionary` (the messages, receipt tallies and users' conversations of `World`) behaves as a `Dictionary` of the same
 /// operations: seeded random inserts, updates in place, removals and clears, checked against one.
 @Suite struct ShardedDictionaryTests {
     @Test(arguments: [1, 2, 3] as [UInt64])
@@ -23,7 +23,7 @@ import Testing
         }
         for step in 0..<20_000 {
             let key = pool[Int.random(in: 0..<pool.count, using: &rng)]
-            switch Int.random(in: 0..<11, using: &rng) {
+            switch Int.random(in: 0..<12, using: &rng) {
             case 0..<5:
                 sharded[key] = step
                 plain[key] = step
@@ -42,6 +42,11 @@ import Testing
                 func bump(_ value: inout Int?) { value = value == nil ? step : (value! % 3 == 0 ? nil : value! + 1) }
                 bump(&sharded[key])
                 bump(&plain[key])
+            case 10:
+                // The defaulting accessor, in place: an insert of the default when absent.
+                sharded[key, default: 100] += 1
+                plain[key, default: 100] += 1
+                #expect(sharded[key, default: -1] == plain[key, default: -1])
             case 9 where rng.chance(0.3):
                 sharded[key] = nil
                 plain[key] = nil

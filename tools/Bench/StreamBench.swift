@@ -163,6 +163,8 @@ struct StreamBench {
         let threadsAtClose = SharedThreadCPU()
         let threadsAtStart = ThreadCPU.read(child.pid)
         let start = now() + 0.01
+        // For lining a profile up with the latency log (`perf record -k CLOCK_MONOTONIC`).
+        progress("timed part: line 1 due at CLOCK_MONOTONIC \(fmt(start, 6)) s")
         let (written, _): (Int, Bool) = try inParallel(
             {
                 // The paced writer: whatever is due goes out in one write.

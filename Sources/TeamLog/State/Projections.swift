@@ -15,8 +15,10 @@ public struct Projections: Sendable, Equatable {
     public internal(set) var lastTs: Int64 = 0
     /// Conversations by key.
     public internal(set) var convs: [ConvKey: ConvState] = [:]
-    /// Each user's conversations.
-    public internal(set) var userConvs: [Id: UserConvs] = [:]
+    /// Each user's conversations (sharded: one entry per user with a resident view, so a `Dictionary`
+    /// here grew by doubling all at once — a 2,000-member team's views loaded into a table of 200,000
+    /// users stopped the stream's writer for ~13 ms, BENCHMARKS seventeenth session).
+    public internal(set) var userConvs = ShardedDictionary<Id, UserConvs>()
     /// Messages and tips by id (sharded: the table grows with the traffic, see `ShardedDictionary`).
     public internal(set) var messages = ShardedDictionary<Id, StoredMessage>()
     /// Receipt tallies by message id (sharded, likewise).

@@ -5,7 +5,7 @@ public protocol ShardKey: Hashable, Sendable {
 }
 
 /// A dictionary split into `shardCount` dictionaries by `Key.shardHash`, for the tables whose size grows
-/// with the traffic (messages, receipt tallies): a `Dictionary` that grows doubles its storage and
+/// with the traffic or the user base (messages, receipt tallies, users' conversations): a `Dictionary` that grows doubles its storage and
 /// rehashes every entry at once — with a million resident messages that was one 50–100 ms stall of the
 /// writer's thread, the stream's worst latency — while a shard holds at most a 186th of the entries, so
 /// no insertion moves more than that. Reads and writes cost one cheap hash and a table lookup more than a
@@ -49,6 +49,18 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
             let before = shards[s].count
             shards[s][key] = newValue
             entries += shards[s].count - before
+        }
+    }
+
+    /// The value of `key`, or `defaultValue` — written in place, as `Dictionary`'s same subscript.
+    @inlinable
+    public subscript(key: Key, default defaultValue: @autoclosure () -> Value) -> Value {
+        get { self[key] ?? defaultValue() }
+        _modify {
+            let s = Self.shard(of: key)
+            let before = shards[s].count
+            defer { entries += shards[s].count - before }
+            yield &shards[s][key, default: defaultValue()]
         }
     }
 

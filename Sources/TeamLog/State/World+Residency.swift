@@ -129,7 +129,7 @@ extension World {
         case .team(let id): teams.index(forKey: id) != nil
         case .conv(let key): convs.index(forKey: key) != nil
         case .userConv(let user, let conv):
-            userConvs.index(forKey: user).map { userConvs.values[$0].modify(conv) { _ in () } != nil } ?? false
+            userConvs.withValue(forKey: user) { $0.modify(conv) { _ in () } != nil } ?? false
         case .message(let id): messages.containsKey(id)
         case .receipt(let id): receipts.containsKey(id)
         case .receiptRead(let id, let user): receipts.withValue(forKey: id) { $0.knowsReader(user) } ?? false
@@ -151,8 +151,7 @@ extension World {
             guard let index = convs.index(forKey: key) else { return nil }
             return convs.values[index].stamp.mark(seq)
         case .userConv(let user, let key):
-            guard let outer = userConvs.index(forKey: user) else { return nil }
-            return userConvs.values[outer].modify(key) { $0.stamp.mark(seq) }
+            return userConvs.withValue(forKey: user) { $0.modify(key) { $0.stamp.mark(seq) } } ?? nil
         case .message(let id):
             return messages.withValue(forKey: id) { $0.stamp.mark(seq) }
         case .receipt(let id):

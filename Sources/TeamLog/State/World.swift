@@ -109,7 +109,7 @@ extension World {
         set { projected.convs = newValue }
     }
     /// Each user's conversations.
-    public internal(set) var userConvs: [Id: UserConvs] {
+    public internal(set) var userConvs: ShardedDictionary<Id, UserConvs> {
         @inlinable get { projected.userConvs }
         _modify { yield &projected.userConvs }
         set { projected.userConvs = newValue }
