@@ -2,8 +2,9 @@
 import TeamLogWorkload
 import Testing
 
-/// `ShardedDictionary` (the messages, receipt tallies and users' conversations of `World`) behaves as a `Dictionary` of the same
-/// operations: seeded random inserts, updates in place, removals and clears, checked against one.
+/// `ShardedDictionary` (the messages, receipt tallies and users' conversations of `World`) behaves as a
+/// `Dictionary` of the same operations: seeded random inserts, updates in place, removals and clears,
+/// checked against one.
 @Suite struct ShardedDictionaryTests {
     @Test(arguments: [1, 2, 3] as [UInt64])
     func itAnswersAsADictionaryDoes(seed: UInt64) {
@@ -42,14 +43,14 @@ import Testing
                 func bump(_ value: inout Int?) { value = value == nil ? step : (value! % 3 == 0 ? nil : value! + 1) }
                 bump(&sharded[key])
                 bump(&plain[key])
+            case 9 where rng.chance(0.3):
+                sharded[key] = nil
+                plain[key] = nil
             case 10:
                 // The defaulting accessor, in place: an insert of the default when absent.
                 sharded[key, default: 100] += 1
                 plain[key, default: 100] += 1
                 #expect(sharded[key, default: -1] == plain[key, default: -1])
-            case 9 where rng.chance(0.3):
-                sharded[key] = nil
-                plain[key] = nil
             default:
                 if rng.chance(0.002) {
                     sharded.removeAll()

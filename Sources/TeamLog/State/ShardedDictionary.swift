@@ -5,11 +5,12 @@ public protocol ShardKey: Hashable, Sendable {
 }
 
 /// A dictionary split into `shardCount` dictionaries by `Key.shardHash`, for the tables whose size grows
-/// with the traffic or the user base (messages, receipt tallies, users' conversations): a `Dictionary` that grows doubles its storage and
-/// rehashes every entry at once — with a million resident messages that was one 50–100 ms stall of the
-/// writer's thread, the stream's worst latency — while a shard holds at most a 186th of the entries, so
-/// no insertion moves more than that. Reads and writes cost one cheap hash and a table lookup more than a
-/// `Dictionary`'s. Iteration order is unspecified (as a `Dictionary`'s).
+/// with the traffic or the user base (messages, receipt tallies, users' conversations): a `Dictionary`
+/// that grows doubles its storage and rehashes every entry at once — with a million resident messages
+/// that was one 50–100 ms stall of the writer's thread, the stream's worst latency — while a shard holds
+/// at most a 186th of the entries, so no insertion moves more than that. Reads and writes cost one cheap
+/// hash and a table lookup more than a `Dictionary`'s. Iteration order is unspecified (as a
+/// `Dictionary`'s).
 ///
 /// The shards are of unequal sizes on purpose (`shardOfPrefix`): shard `s` takes a share proportional to
 /// 2^(s/256), so the largest is twice the smallest. With equal shares every shard reached its growth
