@@ -66,6 +66,8 @@ struct StreamBench {
         /// CPU seconds per thread name of the child from the first timed line due to the last one's record
         /// read (a steadier measure of a change than the latency when the host is busy).
         var timedThreads: [(name: String, seconds: Double)] = []
+        /// Stretches of more than 10 ms in which no record was read (`answerGaps`).
+        var stops = AnswerGaps()
 
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
@@ -208,6 +210,7 @@ struct StreamBench {
             }
             writeFile(path, text)
         }
+        outcome.stops = Self.answerGaps(latencies.values, rate: rate, over: 10)
         outcome.latencies = latencies.values.filter { !$0.isNaN }.sorted()
         outcome.answered = outcome.latencies.count
         outcome.seconds = records.lastRead - start
@@ -218,6 +221,34 @@ struct StreamBench {
             outcome.timedThreads = end.merging(threadsAtClose.value ?? ThreadCPU()).since(threadsAtStart)
         }
         return outcome
+    }
+
+    /// Where the child stopped answering: the gaps between consecutive record reads (each line's due time
+    /// plus its latency) longer than `over` ms. A stall of the writer shows as one such gap whatever the
+    /// latencies it leaves behind while the backlog drains, so the count and the longest say how often and
+    /// how long the pipeline stopped, and where to look in a profile lined up with the run.
+    struct AnswerGaps {
+        var count = 0
+        /// The longest gap, ms, and when it began (s after the first line was due).
+        var longest = 0.0
+        var longestAt = 0.0
+    }
+
+    static func answerGaps(_ latencies: [Double], rate: Double, over: Double) -> AnswerGaps {
+        var reads: [Double] = []
+        reads.reserveCapacity(latencies.count)
+        for (i, latency) in latencies.enumerated() where !latency.isNaN {
+            reads.append(Double(i) / rate + latency / 1000)
+        }
+        reads.sort()
+        var gaps = AnswerGaps()
+        for (a, b) in zip(reads, reads.dropFirst()) {
+            let gap = (b - a) * 1000
+            guard gap > over else { continue }
+            gaps.count += 1
+            if gap > gaps.longest { (gaps.longest, gaps.longestAt) = (gap, a) }
+        }
+        return gaps
     }
 
     /// The value of the first `"line":` of a record, if any.
@@ -258,6 +289,11 @@ struct StreamBench {
         md += "| latency, line due → its record read: p50 / p99 / p99.9 / max | "
         md += "\(fmt(o.percentile(0.5), 2)) / \(fmt(p99, 2)) / \(fmt(o.percentile(0.999), 2)) / "
         md += "\(fmt(o.latencies.last ?? .nan, 2)) ms | p99 ≤ 10 ms |\n"
+        md += "| stops: stretches of > 10 ms with no record read | \(o.stops.count)"
+        if o.stops.count > 0 {
+            md += " (longest \(fmt(o.stops.longest, 1)) ms, from \(fmt(o.stops.longestAt, 3)) s)"
+        }
+        md += " | |\n"
         if let child = o.child {
             md += "| the child's CPU (user + system, warm-up included) | \(fmt(child.cpuSeconds, 2)) s; "
             md += "\(fmt(child.cpuSeconds / Double(max(o.answered + o.warmUpOps, 1)) * 1e6, 1)) µs per op | |\n"
