@@ -271,7 +271,7 @@ extension Store {
         }
         let teamsLooked = !missing.isEmpty
         if teamsLooked {
-            try load(missing, into: &world)
+            try load(missing, totals: op.numbersViews, into: &world)
             if !workingSet.wholesale { for key in missing { workingSet.unstamped.append((key, seq)) } }
             keys.removeAll(keepingCapacity: true)
             world.footprint(of: op, into: &keys)
@@ -289,15 +289,16 @@ extension Store {
                 missing.append(key)
             }
         }
+        if op.numbersViews { try completeTotals(keys, in: &world) }
         if missing.isEmpty { return }
         if case .teamCreate(let create) = op.body, !world.isResident(.team(create.team)) {
             // A team the store does not have: its conversation and every view of it are new too (a team
             // is never deleted, and nothing else makes its conversation), so only the tip's id is looked
             // up — not a 2,000-member team's 2,000 user conversations (4–6 ms of a stream's writer).
             let conv = ConvKey(team: create.team, kind: create.kind)
-            try load(missing.filter { !$0.names(conv) }, into: &world)
+            try load(missing.filter { !$0.names(conv) }, totals: false, into: &world)
         } else {
-            try load(missing, into: &world)
+            try load(missing, totals: op.numbersViews, into: &world)
         }
         guard !workingSet.wholesale else { return }  // no per-unit bookkeeping
         for key in missing {
@@ -342,7 +343,8 @@ extension Store {
 
     /// Looks `keys` up in one read snapshot of the projection environment and makes those found resident.
     /// A scratch store skips the units it never evicted (`WorkingSet.onlyEvictedAreStored`).
-    private func load(_ keys: [ResidentKey], into world: inout World) throws {
+    /// `totals`: whether views are loaded with their running totals (`Op.numbersViews`).
+    private func load(_ keys: [ResidentKey], totals: Bool, into world: inout World) throws {
         if workingSet.onlyEvictedAreStored {
             guard let evicted = workingSet.evicted, keys.contains(where: { evicted.mayContain($0.evictionUnit) })
             else { return }
@@ -356,7 +358,7 @@ extension Store {
                 }
                 workingSet.stats.lookups += 1
                 touchesSinceRelease += 1
-                if try loadUnit(key, txn, into: &world) { workingSet.stats.loads += 1 }
+                if try loadUnit(key, totals: totals, txn, into: &world) { workingSet.stats.loads += 1 }
             }
         }
         // A cold working set loads units all over the projection file (a new process's first batch read
@@ -365,7 +367,9 @@ extension Store {
     }
 
     /// Loads one unit (or one reader of a resident tally); `false` when the store has none.
-    private func loadUnit(_ key: ResidentKey, _ txn: Transaction, into world: inout World) throws -> Bool {
+    private func loadUnit(_ key: ResidentKey, totals: Bool, _ txn: Transaction, into world: inout World) throws
+        -> Bool
+    {
         switch key {
         case .team(let id):
             guard let team = try loadTeam(id, txn) else { return false }
@@ -386,9 +390,11 @@ extension Store {
                     .userConvs, ProjectionCodec.userConvKey(user, conv), txn, { try ProjectionCodec.decodeUserConv($0) }
                 )
             else { return false }
-            let prefix = conv.bytes + [0] + Array(user.utf8) + [0]
-            uc.ownTotal = UInt64(try ordinal(txn, .own, prefix, atOrBefore: .max))
-            uc.directedTotal = UInt64(try ordinal(txn, .directed, prefix, atOrBefore: .max))
+            if totals {
+                (uc.ownTotal, uc.directedTotal) = try viewTotals(user, conv, txn)
+            } else {
+                (uc.ownTotal, uc.directedTotal) = (UserConv.unknownTotal, UserConv.unknownTotal)
+            }
             world.adoptUserConv(user, conv, uc)
         case .message(let id):
             guard let message = try value(.messages, Array(id.utf8), txn, { try ProjectionCodec.decodeMessage($0) })
@@ -410,6 +416,34 @@ extension Store {
             }
         }
         return true
+    }
+
+    /// A view's running totals: the ordinals of its last `own` and `directed` index entries (one seek each).
+    private func viewTotals(_ user: Id, _ conv: ConvKey, _ txn: Transaction) throws -> (UInt64, UInt64) {
+        let prefix = conv.bytes + [0] + Array(user.utf8) + [0]
+        return (
+            UInt64(try ordinal(txn, .own, prefix, atOrBefore: .max)),
+            UInt64(try ordinal(txn, .directed, prefix, atOrBefore: .max))
+        )
+    }
+
+    /// Gives the resident views `keys` names that were loaded without their running totals those totals,
+    /// before an op that numbers entries from them (`Op.numbersViews`). Every entry of such a view is in
+    /// the stored index: it was loaded after its last change was checkpointed (a unit is evicted only
+    /// then), and nothing numbers entries from a view without totals.
+    private func completeTotals(_ keys: [ResidentKey], in world: inout World) throws {
+        guard keys.contains(where: { if case .userConv(let u, let c) = $0 { world.lacksTotals(u, c) } else { false } })
+        else { return }
+        var snapshot = workingSet.snapshot
+        defer { workingSet.snapshot = snapshot }
+        try projectionEnv.read(reusing: &snapshot) { txn in
+            for case .userConv(let user, let conv) in keys where world.lacksTotals(user, conv) {
+                let (own, directed) = try viewTotals(user, conv, txn)
+                world.completeTotals(user, conv, own: own, directed: directed)
+                workingSet.stats.lookups += 1
+                touchesSinceRelease += 1
+            }
+        }
     }
 
     /// One record of `table`, decoded; `nil` when absent.

@@ -96,4 +96,27 @@ import Testing
         #expect(try h.store.audit().ok)
         try MessageQueryTests.checkUnread(h, ["own", "a", "b", "c"])
     }
+
+    /// A view loaded for an op that numbers nothing from it (a read, a leave) is loaded without its
+    /// running totals — its record alone, not two index seeks more — and gets them, from the index, once
+    /// a send numbers an entry from it: the numbering goes on where it was.
+    @Test func aViewIsLoadedWithItsTotalsOnlyForASend() throws {
+        let h = try Self.store(messages: 600)
+        let key = ConvKey(team: "t1", kind: .team)
+        try h.reopen()
+        try h.feed([Msg.read("a"), Msg.read("c")])
+        #expect(h.store.world.userConvs["a"]?[key]?.hasTotals == false)
+        #expect(h.store.world.userConvs["c"]?[key]?.hasTotals == false)
+        #expect(h.store.world.userConvs["c"]?[key]?.joinSeq == 1, "the record itself is loaded")
+        // a's broadcast numbers a's own entry: a's totals are read first (480 own broadcasts so far);
+        // c's directed one numbers c's directed entry (120 so far).
+        try h.feed([Msg.send("a", "after"), Msg.send("b", "to-c", ["directedUserIds": ["c"]])])
+        #expect(h.store.world.userConvs["a"]?[key]?.ownTotal == 481)
+        #expect(h.store.world.userConvs["a"]?[key]?.directedTotal == 0)
+        #expect(h.store.world.userConvs["c"]?[key]?.directedTotal == 121)
+        #expect(h.store.world.invariantViolations().isEmpty, "\(h.store.world.invariantViolations())")
+        let report = try h.store.audit()
+        #expect(report.ok, "\(report.tables.compactMap(\.difference))")
+        try MessageQueryTests.checkUnread(h, ["own", "a", "b", "c"])
+    }
 }

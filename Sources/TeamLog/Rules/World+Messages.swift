@@ -295,6 +295,7 @@ extension World {
     {
         var ordinal: UInt64 = 0
         userConvs[user]!.modify(key) { uc in
+            precondition(uc.hasTotals, "\(user)'s view of \(key) was loaded without its totals")
             uc[keyPath: total] += 1
             ordinal = uc[keyPath: total]
         }
@@ -394,10 +395,14 @@ extension World {
     /// A user left a team: unread freezes at the leave, and so does the last message.
     mutating func leftConversation(_ user: Id, team id: Id, seq: UInt64) {
         let key = ConvKey(team: id, kind: teams[id]!.kind)
-        let last = lastMessage(user, key)
-        userConvs[user]!.modify(key) { uc in
-            uc.leaveSeq = seq
-            uc.last = last
+        let shared = convs[key]?.last
+        // In place: `userConvs[user]` would copy the user's views out (and `lastMessage` did, per member of
+        // a dismissed team).
+        userConvs.withValue(forKey: user) { views in
+            views.modify(key) { uc in
+                uc.last = Self.lastMessage(uc, shared: shared)
+                uc.leaveSeq = seq
+            }
         }
         touch(.userConv(user, key))
         derived.userTeams[user]?.remove(id)
@@ -411,9 +416,12 @@ extension World {
 
     /// The last message `user` sees in a conversation.
     public func lastMessage(_ user: Id, _ key: ConvKey) -> MessageRef? {
-        let uc = userConvs[user]?[key]
+        Self.lastMessage(userConvs[user]?[key], shared: convs[key]?.last)
+    }
+
+    /// The last message a view shows, given its conversation's shared last message.
+    static func lastMessage(_ uc: UserConv?, shared: MessageRef?) -> MessageRef? {
         if uc?.leaveSeq != nil { return uc?.last }
-        let shared = convs[key]?.last
         guard let own = uc?.last else { return shared }
         guard let shared else { return own }
         return own.seq > shared.seq ? own : shared

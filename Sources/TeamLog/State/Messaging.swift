@@ -39,6 +39,12 @@ public struct UserConv: Sendable, Equatable {
     /// Counted messages the user received here individually so far (directed team messages, p2p): the
     /// ordinal of their last `directed` entry.
     public var directedTotal: UInt64 = 0
+    /// `ownTotal` and `directedTotal` hold `UserConv.unknownTotal` in a view the store loaded without
+    /// them (two index seeks it skips unless a `message.send` will number entries from them: see
+    /// `Op.numbersViews`); `false` only there.
+    public var hasTotals: Bool { ownTotal != Self.unknownTotal }
+    /// The totals of a view loaded without them.
+    public static let unknownTotal = UInt64.max
     /// The store's residency stamp (`ResidencyStamp`: not state, equal in every value).
     public var stamp = ResidencyStamp()
     /// `leaveSeq`, 0 for none (seqs start at 1, so no leave is at 0): an optional would take 16 bytes.

@@ -59,7 +59,7 @@ extension World {
         }
         // Every own broadcast is also a counted broadcast of its conversation (when both are resident).
         for (user, views) in userConvs {
-            for (key, uc) in views where convs[key] != nil && uc.ownTotal > convs[key]!.countedTotal {
+            for (key, uc) in views where convs[key] != nil && uc.hasTotals && uc.ownTotal > convs[key]!.countedTotal {
                 problems.append("\(user) in \(key): \(uc.ownTotal) own broadcasts of \(convs[key]?.countedTotal ?? 0)")
             }
         }

@@ -191,6 +191,21 @@ extension World {
         convs[key] = conv
     }
 
+    /// Gives a resident view loaded without them its running totals (`UserConv.hasTotals`).
+    public mutating func completeTotals(_ user: Id, _ key: ConvKey, own: UInt64, directed: UInt64) {
+        userConvs.withValue(forKey: user) { views in
+            views.modify(key) { uc in
+                uc.ownTotal = own
+                uc.directedTotal = directed
+            }
+        }
+    }
+
+    /// Whether `user`'s view of `key` is resident without its running totals.
+    public mutating func lacksTotals(_ user: Id, _ key: ConvKey) -> Bool {
+        userConvs.withValue(forKey: user) { $0.modify(key) { !$0.hasTotals } ?? false } ?? false
+    }
+
     /// Makes a user conversation resident.
     public mutating func adoptUserConv(_ user: Id, _ key: ConvKey, _ uc: UserConv) {
         if userConvs[user, default: [:]].upsert(key, default: uc, { $0 = uc }) { userConvCount += 1 }
@@ -300,5 +315,14 @@ extension World {
         return teams.count * EntryBytes.team + members * EntryBytes.member + convs.count * EntryBytes.conv
             + userConvCount * EntryBytes.userConv + messages.count * EntryBytes.message
             + receipts.count * EntryBytes.receipt + residentReaders * EntryBytes.reader
+    }
+}
+
+extension Op {
+    /// Whether applying the op may number index entries from users' views' running totals (the `own` and
+    /// `directed` entries of a counted message): a `message.send` only. A view loaded for any other op
+    /// is loaded without them (`UserConv.hasTotals`): its record alone, not two index seeks more.
+    public var numbersViews: Bool {
+        if case .messageSend = body { true } else { false }
     }
 }
