@@ -38,6 +38,9 @@ struct WorkingSet {
     /// Scratch for footprints.
     var keys: [ResidentKey] = []
     var missing: [ResidentKey] = []
+    /// Views loaded without their running totals so far (`Store.completeTotals` looks for one only
+    /// once there was one: a batch into a store that evicts nothing never pays for the probe).
+    var viewsLoadedWithoutTotals = 0
     /// Counters for `status`, metrics and benchmarks.
     var stats = WorkingSetStats()
     /// Set for a scratch store, which starts empty and is written by this process alone: a unit its
@@ -394,6 +397,7 @@ extension Store {
                 (uc.ownTotal, uc.directedTotal) = try viewTotals(user, conv, txn)
             } else {
                 (uc.ownTotal, uc.directedTotal) = (UserConv.unknownTotal, UserConv.unknownTotal)
+                workingSet.viewsLoadedWithoutTotals += 1
             }
             world.adoptUserConv(user, conv, uc)
         case .message(let id):
@@ -432,7 +436,8 @@ extension Store {
     /// the stored index: it was loaded after its last change was checkpointed (a unit is evicted only
     /// then), and nothing numbers entries from a view without totals.
     private func completeTotals(_ keys: [ResidentKey], in world: inout World) throws {
-        guard keys.contains(where: { if case .userConv(let u, let c) = $0 { world.lacksTotals(u, c) } else { false } })
+        guard workingSet.viewsLoadedWithoutTotals > 0,
+            keys.contains(where: { if case .userConv(let u, let c) = $0 { world.lacksTotals(u, c) } else { false } })
         else { return }
         var snapshot = workingSet.snapshot
         defer { workingSet.snapshot = snapshot }
