@@ -112,14 +112,17 @@ struct SSEEvent: Sendable, Equatable {
 }
 
 /// Reads events from `url` until `stop` says so (given the events so far) or the stream ends; then the
-/// connection is dropped (a client going away mid-stream).
+/// connection is dropped (a client going away mid-stream). The deadline covers the whole stream, which a
+/// test keeps open across its other requests: in the full suite on two cores, where synchronous tests
+/// hold the cooperative pool's threads, a test waited more than 30 s between two of its own steps once
+/// (a `deadlineExceeded` in a fresh-clone CI run, the seventeenth session), hence 120 s.
 func readEvents(
-    _ url: String, headers: [(String, String)] = [], client: HTTPClient = .shared,
+    _ url: String, headers: [(String, String)] = [], client: HTTPClient = .shared, timeout: Int64 = 120,
     until stop: @escaping @Sendable ([SSEEvent]) -> Bool
 ) async throws -> (status: Int, events: [SSEEvent]) {
     var request = HTTPClientRequest(url: url)
     for (name, value) in headers { request.headers.add(name: name, value: value) }
-    let response = try await client.execute(request, timeout: .seconds(30))
+    let response = try await client.execute(request, timeout: .seconds(timeout))
     guard response.status.code == 200 else { return (Int(response.status.code), []) }
     var events: [SSEEvent] = []
     var pending = ""
