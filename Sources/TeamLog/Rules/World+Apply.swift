@@ -250,13 +250,17 @@ extension World {
         }
     }
 
+    /// Removes members, keeping their ended memberships and freezing their views of the conversation.
     private mutating func leave(_ id: Id, _ users: [Id], seq: UInt64) {
+        guard !users.isEmpty else { return }
+        touch(.team(id))  // its member count: once, not per member (a dismiss names 2,000)
+        let key = ConvKey(team: id, kind: teams[id]!.kind)
+        let shared = convs[key]?.last
         for user in users {
-            leftConversation(user, team: id, seq: seq)
+            leftConversation(user, team: id, key: key, shared: shared, seq: seq)
             teams[id]!.removeMember(user, at: seq)
             touch(.member(id, user))
             touch(.pastMembers(id, user))
-            touch(.team(id))
         }
     }
 

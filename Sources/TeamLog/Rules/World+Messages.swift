@@ -304,7 +304,8 @@ extension World {
     }
 
     private mutating func setIndividualLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) {
-        guard userConvs[user]?.modify(key, { $0.last = ref }) != nil else { return }
+        // In place, as `leftConversation` (a dismiss's tip names every removed member).
+        guard (userConvs.withValue(forKey: user) { $0.modify(key) { $0.last = ref } } ?? nil) != nil else { return }
         touch(.userConv(user, key))
     }
 
@@ -393,9 +394,9 @@ extension World {
     }
 
     /// A user left a team: unread freezes at the leave, and so does the last message.
-    mutating func leftConversation(_ user: Id, team id: Id, seq: UInt64) {
-        let key = ConvKey(team: id, kind: teams[id]!.kind)
-        let shared = convs[key]?.last
+    /// `key`: the team's conversation; `shared`: its last message (the same for every member who leaves
+    /// with one op, so the caller looks them up once).
+    mutating func leftConversation(_ user: Id, team id: Id, key: ConvKey, shared: MessageRef?, seq: UInt64) {
         // In place: `userConvs[user]` would copy the user's views out (and `lastMessage` did, per member of
         // a dismissed team).
         userConvs.withValue(forKey: user) { views in
@@ -405,8 +406,11 @@ extension World {
             }
         }
         touch(.userConv(user, key))
-        derived.userTeams[user]?.remove(id)
-        if derived.userTeams[user]?.isEmpty == true { derived.userTeams[user] = nil }
+        // One probe (`userTeams[user]?.remove` and then `isEmpty` and `= nil` were three).
+        if let index = derived.userTeams.index(forKey: user) {
+            derived.userTeams.values[index].remove(id)
+            if derived.userTeams.values[index].isEmpty { derived.userTeams.remove(at: index) }
+        }
     }
 
     // MARK: Reading the projections
