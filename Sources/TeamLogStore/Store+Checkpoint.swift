@@ -160,15 +160,22 @@ extension Store {
                     return (0, problem)
                 }
             }
+            let tail = Int(head.lastSeq - checkpoint.seq)  // the caller checked the log reaches the checkpoint
+            let progress = tail > 0 ? options.openReplayProgress : nil
+            progress?(0, tail)
             let walk = try walkChain(in: txn, after: checkpoint.seq, hash: checkpoint.hash) { seq, payload in
                 let event: Event
                 do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
                 scratch.removeAll(keepingCapacity: true)
                 try prefetch(event.op)
                 world.apply(event, into: &scratch)
+                if let progress, (seq - checkpoint.seq) % UInt64(Self.openReplayProgressInterval) == 0 {
+                    progress(Int(seq - checkpoint.seq), tail)
+                }
                 return nil
             }
             let events = Int(walk.last - checkpoint.seq)
+            progress?(events, events)  // the last call, even when the chain broke before the head
             if walk.problem == nil, let problem = Self.checkpointProblem(head, records: walk.last, lastHash: walk.hash)
             {
                 return (events, problem)

@@ -63,9 +63,18 @@ public final class Store {
         /// The budget of the working set: the resident projections' estimated size, in bytes, beyond which
         /// clean units are evicted after each checkpoint (`--cache-mb`).
         public var cacheBytes: Int = Store.defaultCacheBytes
+        /// Called while an open replays the log after the projections' checkpoint (what a crash left:
+        /// up to about one checkpoint interval; seconds on a big working set, BENCHMARKS.md "The checkpoint
+        /// interval's defaults") with the events replayed so far and the tail's length: first `(0, n)`,
+        /// then every `openReplayProgressInterval` events, last `(r, r)` with all it replayed (`r == n` unless
+        /// the chain breaks in the tail). Not called when there is no tail.
+        public var openReplayProgress: (@Sendable (_ replayed: Int, _ of: Int) -> Void)? = nil
 
         public init() {}
     }
+
+    /// Events between two calls of `Options.openReplayProgress`.
+    static let openReplayProgressInterval = 1_024
 
     /// The result of submitting one op.
     public enum Submission {

@@ -49,6 +49,23 @@ struct WriterOptions: ParsableArguments {
         options.checkpointOps = checkpointOps
         options.checkpointMs = checkpointMs
         options.cacheBytes = cacheMb << 20
+        options.openReplayProgress = RecoveryProgress().update
+    }
+}
+
+/// The progress line of an open that replays the log after the projections' checkpoint (after a crash),
+/// labelled `recover`: drawn from the store's first call, erased at its last.
+final class RecoveryProgress: @unchecked Sendable {
+    // Called on the opening thread only (`Store.init`), before the command's own work starts.
+    private var progress: Progress?
+
+    func update(_ replayed: Int, _ total: Int) {
+        if progress == nil { progress = Progress("recover", total: total, unit: .count("events")) }
+        progress?.update(replayed)
+        if replayed >= total {
+            progress?.finish(at: replayed)
+            progress = nil
+        }
     }
 }
 

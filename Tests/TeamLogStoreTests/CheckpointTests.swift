@@ -1,4 +1,5 @@
 import LMDB
+import Synchronization
 import TeamLog
 import TeamLogStore
 import TeamLogThreads
@@ -74,6 +75,53 @@ import Testing
         let clean = try Self.cleanStore(lines, directory)
         defer { clean.close() }
         #expect(try CrashSafetyTests.storedTables(reopened) == CrashSafetyTests.storedTables(clean))
+    }
+
+    /// The calls an open made to `Options.openReplayProgress`.
+    final class ReplayCalls: Sendable {
+        let calls = Mutex<[(replayed: Int, of: Int)]>([])
+        var seen: [(replayed: Int, of: Int)] { calls.withLock { $0 } }
+        func record(_ replayed: Int, _ of: Int) { calls.withLock { $0.append((replayed, of)) } }
+    }
+
+    /// An open that replays a log tail reports it as it goes (the CLI draws it as its `recover` line):
+    /// `(0, n)` first, every 1,024 events, `(n, n)` last — and nothing when the last close left no tail.
+    @Test func anOpenReportsItsReplayOfTheTail() throws {
+        let directory = TemporaryDirectory("checkpoint-progress")
+        let path = directory.child("store")
+        let options = Store.Options.checkpointing(every: 1_000_000)
+        var head: UInt64 = 0
+        do {
+            let store = try Store(path: path, options: options)
+            for line in Self.lines(3_000) {
+                guard case .success(let op) = OpParser.parse(line: line) else { continue }
+                _ = try store.submit(op, now: 1_000)
+            }
+            try store.commit()
+            head = try store.head().seq
+            // No close: nothing was checkpointed, as if the process died here.
+        }
+        let n = Int(head)
+        #expect(n > 2 * 1_024)
+        let replay = ReplayCalls()
+        var reporting = options
+        reporting.openReplayProgress = replay.record
+        let store = try Store(path: path, options: reporting)
+        #expect(store.replayedAtOpen == n)
+        let seen = replay.seen
+        #expect(seen.first.map { $0 == (0, n) } == true, "\(seen.prefix(2))")
+        #expect(seen.last.map { $0 == (n, n) } == true, "\(seen.suffix(2))")
+        let between = seen.dropFirst().dropLast()
+        #expect(between.map(\.replayed) == Array(stride(from: 1_024, through: n, by: 1_024)))
+        #expect(between.allSatisfy { $0.of == n })
+        store.close()
+
+        let none = ReplayCalls()
+        reporting.openReplayProgress = none.record
+        let reopened = try Store(path: path, options: reporting)
+        defer { reopened.close() }
+        #expect(reopened.replayedAtOpen == 0)
+        #expect(none.seen.isEmpty, "no tail, no calls: \(none.seen)")
     }
 
     /// kill -9 of a streaming writer that never checkpointed: every printed event is in the log, the

@@ -1,3 +1,5 @@
+import TeamLog
+import TeamLogStore
 import TestSupport
 import Testing
 
@@ -127,6 +129,48 @@ import Testing
         #expect(range.first == "log 1000/1500 events (0%)")
         #expect(range.contains { $0.hasPrefix("log 1250/1500 events (50%), ") })
         #expect(range.last?.hasPrefix("log 1500/1500 events (100%), ") == true)
+    }
+
+    /// A store of 3,000 team creations committed and never checkpointed — no close, as if the process died
+    /// — so its next open replays its whole log; returns the log's length.
+    static func storeWithATail(_ path: String) throws -> Int {
+        let writer = try Store(path: path, options: .checkpointing(every: 1_000_000))
+        for i in 1...3_000 {
+            let line = #"{"op":"team.create","actor":"owner","team":"t\#(i)","name":"T","ts":\#(1000 + i)}"#
+            guard case .success(let op) = OpParser.parse(line: line) else { continue }
+            _ = try writer.submit(op, now: 1_000)
+        }
+        try writer.commit()
+        return Int(try writer.head().seq)
+    }
+
+    /// An open that replays the log after the projections' checkpoint (a crash left it) draws a `recover`
+    /// line — events of the tail — before the command's own; without `TEAMLOG_PROGRESS`, nothing.
+    @Test func anOpenAfterACrashDrawsItsReplay() throws {
+        let dir = TemporaryDirectory("progress-recover")
+        let one = dir.child("one.jsonl")
+        try CrashSafetyTests.writeFile(
+            one, Array(#"{"op":"team.create","actor":"owner","team":"x","name":"X","ts":9000}"#.utf8) + [0x0A])
+        let store = dir.child("store")
+        let n = try Self.storeWithATail(store)
+        #expect(n == 3_000)
+
+        let (status, _, stderr) = try run(
+            ["ingest", one, "--store", store, "--emit", "none"], environment: Self.always, in: dir)
+        #expect(status == .exited(0))
+        let recover = stderr.split(separator: "\r").filter { $0.hasPrefix("recover ") }.map { String($0.dropLast(3)) }
+        #expect(recover.first == "recover 0/\(n) events (0%)")
+        #expect(recover.last?.hasPrefix("recover \(n)/\(n) events (100%)") == true, "\(recover.suffix(1))")
+        #expect(Set(positions(recover, "recover")).count >= 4, "0, every 1,024 events, the end: \(recover)")
+        #expect(stderr.contains("\r\u{1B}[K\ringest "), "the recover line is erased before ingest's own")
+        #expect(stderr.split(separator: "\r").last?.contains("accepted 1, rejected 0, duplicates 0, ") == true)
+
+        let quietStore = dir.child("quiet")
+        #expect(try Self.storeWithATail(quietStore) == n)
+        let (quietStatus, _, quiet) = try run(
+            ["ingest", one, "--store", quietStore, "--emit", "none"], environment: [:], in: dir)
+        #expect(quietStatus == .exited(0))
+        #expect(quiet.hasPrefix("accepted 1, rejected 0, duplicates 0, ") && !quiet.contains("\r"), "\(quiet)")
     }
 
     /// Through a pipe (stderr is a file here, not a terminal) and without `TEAMLOG_PROGRESS`, nothing.
