@@ -134,6 +134,12 @@ struct Serve: AsyncParsableCommand {
                 await group.triggerGracefulShutdown()  // said below, before exiting 2
                 return
             }
+            if let replayed = writer.store?.replayedAtOpen, replayed > 0 {
+                // A crash left a log tail after the projections' checkpoint: say the open replayed it.
+                logger.notice(
+                    "recovered: replayed the log after the projections' checkpoint",
+                    metadata: ["events": "\(replayed)"])
+            }
             try? printOut("teamlog: serving \(path) on http://\(Self.hostForURL(config.host)):\(port)")
         }
         do { try await group.run() } catch {
