@@ -90,6 +90,49 @@ struct LifecycleTests {
         for _ in 0..<signals { child.kill(SIGTERM) }
     }
 
+    /// A file's text ("" when it cannot be read).
+    static func readText(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// After a crash, `serve`'s open replays the log after the projections' checkpoint and says so in a
+    /// notice (`recovered: …`, `events=N`); the next start, after a clean stop, replays nothing and says
+    /// nothing of it.
+    @Test func serveSaysWhenItsOpenRecoveredACrashTail() async throws {
+        let directory = TemporaryDirectory("serve-recover")
+        do {
+            // 500 logins committed and never checkpointed; no close, as if the process died.
+            let store = try Store(path: directory.child("store"), options: .checkpointing(every: 1_000_000))
+            for i in 0..<500 {
+                guard case .success(let login) = OpParser.parse(line: op("client.login", "u\(i)", ["device": "d"]))
+                else { continue }
+                _ = try store.submit(login, now: 1_000)
+            }
+            try store.commit()
+        }
+        for (run, expected) in [(1, true), (2, false)] {
+            let (child, base) = try startServe(directory)
+            try await waitUntilReady(base)
+            child.kill(SIGTERM)
+            #expect(child.wait() == .exited(0))
+            let stderr = Self.readText(directory.child("stderr"))
+            #expect(
+                stderr.contains("recovered: replayed the log after the projections' checkpoint") == expected,
+                "run \(run): \(stderr)")
+            #expect(stderr.contains("events=500") == expected, "run \(run): \(stderr)")
+        }
+    }
+
     func checkStore(_ path: String, acked: [String]) throws {
         var options = Store.Options()
         options.readOnly = true
