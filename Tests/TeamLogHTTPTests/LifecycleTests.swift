@@ -90,21 +90,6 @@ struct LifecycleTests {
         for _ in 0..<signals { child.kill(SIGTERM) }
     }
 
-    /// A file's text ("" when it cannot be read).
-    static func readText(_ path: String) -> String {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
     /// After a crash, `serve`'s open replays the log after the projections' checkpoint and says so in a
     /// notice (`recovered: …`, `events=N`); the next start, after a clean stop, replays nothing and says
     /// nothing of it.
@@ -125,7 +110,7 @@ struct LifecycleTests {
             try await waitUntilReady(base)
             child.kill(SIGTERM)
             #expect(child.wait() == .exited(0))
-            let stderr = Self.readText(directory.child("stderr"))
+            let stderr = readTextFile(directory.child("stderr"))
             #expect(
                 stderr.contains("recovered: replayed the log after the projections' checkpoint") == expected,
                 "run \(run): \(stderr)")

@@ -281,19 +281,7 @@ import Testing
         }
     }
 
-    static func readText(_ path: String) -> String {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-            if n <= 0 { break }
-            out += chunk[0..<n]
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func readText(_ path: String) -> String { readTextFile(path) }
 
     static func now() -> Double {
         var ts = timespec()

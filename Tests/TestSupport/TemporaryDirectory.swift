@@ -44,3 +44,18 @@ public final class TemporaryDirectory: @unchecked Sendable {
         rmdir(path)
     }
 }
+
+/// A file's text, as UTF-8 (invalid bytes repaired); "" when it cannot be opened.
+public func readTextFile(_ path: String) -> String {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return "" }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if n <= 0 { break }
+        out += chunk[0..<n]
+    }
+    return String(decoding: out, as: UTF8.self)
+}
