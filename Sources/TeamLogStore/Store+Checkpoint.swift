@@ -39,7 +39,10 @@ extension Store {
     /// Encodes every record changed since the last checkpoint from the state now (which `after`, the
     /// batch just handed to the log, brings the log to) and hands them to the checkpointer, which writes
     /// them once that batch is durable. The state's change set starts again empty.
-    func startCheckpoint(after job: CommitJob?) {
+    ///
+    /// `hash`: the chain's hash at the state's seq when that is not the log's head (`lastHash`): an open's
+    /// replay of a long tail checkpoints on the way (`replayTail`).
+    func startCheckpoint(after job: CommitJob?, hash: [UInt8]? = nil) {
         finishCheckpoint()  // the previous one is done (`checkpointDue`), or this is an explicit call
         // What the finished checkpoint made clean: a step sized by the batch (all the ops since the last
         // checkpoint for an explicit one), the rest at the next commits — but not for `close`'s last
@@ -50,7 +53,7 @@ extension Store {
         // The pages read since (opId lookups, units loaded), as the checkpointer does for its own, over the
         // budget (on the releaser's thread).
         releaseResidentPagesIfOverBudget()
-        let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: lastHash)
+        let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: hash ?? lastHash)
         let committer = self.committer
         bufferChanges()
         readerRecords?.checkpointStarted(at: position.seq)
@@ -149,12 +152,7 @@ extension Store {
         return try env.read { txn in
             if checkpoint.seq > 0 {
                 // The projections were made from this log: the event at their seq carries their hash.
-                let stored = try BigEndianUInt64.encoded(checkpoint.seq).withUnsafeBytes { key in
-                    try txn.withValue(dbs.log.handle, key: key) { value in
-                        value.flatMap { LogRecord($0) }.map { Array($0.hash) }
-                    }
-                }
-                guard let stored, stored == checkpoint.hash else {
+                guard let stored = try recordHash(checkpoint.seq, in: txn), stored == checkpoint.hash else {
                     let problem = ChainProblem(
                         seq: checkpoint.seq, message: "the projections' checkpoint does not match the log at its seq")
                     return (0, problem)
@@ -169,6 +167,16 @@ extension Store {
                 scratch.removeAll(keepingCapacity: true)
                 try prefetch(event.op)
                 world.apply(event, into: &scratch)
+                opsSinceCheckpoint += 1
+                if opsSinceCheckpoint >= options.checkpointOps && !options.readOnly,
+                    let hash = try recordHash(seq, in: txn)
+                {
+                    // A tail longer than the interval (a rebuilt `proj/`: the whole log) is checkpointed on
+                    // the way, which lets the working set evict: memory stays at its budget, not the
+                    // history's size (a 962,411-event rebuild held 1,366 MB before). The chain's hash at
+                    // `seq` is its record's, verified before this body runs.
+                    startCheckpoint(after: nil, hash: hash)
+                }
                 if let progress, (seq - checkpoint.seq) % UInt64(Self.openReplayProgressInterval) == 0 {
                     progress(Int(seq - checkpoint.seq), tail)
                 }
@@ -181,6 +189,13 @@ extension Store {
                 return (events, problem)
             }
             return (events, walk.problem)
+        }
+    }
+
+    /// The chained hash stored with the log's record at `seq`; `nil` when there is no such record.
+    func recordHash(_ seq: UInt64, in txn: Transaction) throws -> [UInt8]? {
+        try BigEndianUInt64.encoded(seq).withUnsafeBytes { key in
+            try txn.withValue(dbs.log.handle, key: key) { value in value.flatMap { LogRecord($0) }.map { Array($0.hash) } }
         }
     }
 }
