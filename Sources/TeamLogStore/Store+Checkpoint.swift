@@ -143,7 +143,8 @@ extension Store {
 
     /// Replays the committed log after the projections' checkpoint into `world`, verifying its hash
     /// chain from the checkpoint's hash to the head's. The records it changes are marked for the next
-    /// checkpoint; its outputs were handed on (or lost with a crash) when the events were first applied.
+    /// checkpoint, one of which starts every `checkpointOps` events of a long tail (evicting as a writer
+    /// does); its outputs were handed on (or lost with a crash) when the events were first applied.
     func replayTail(from checkpoint: Checkpoint, to head: Meta) throws -> (events: Int, problem: ChainProblem?) {
         let deliveries = world.wantsDeliveries
         world.wantsDeliveries = false
