@@ -436,13 +436,17 @@ extension Store {
     /// the stored index: it was loaded after its last change was checkpointed (a unit is evicted only
     /// then), and nothing numbers entries from a view without totals.
     private func completeTotals(_ keys: [ResidentKey], in world: inout World) throws {
-        guard workingSet.viewsLoadedWithoutTotals > 0,
-            keys.contains(where: { if case .userConv(let u, let c) = $0 { world.lacksTotals(u, c) } else { false } })
-        else { return }
+        guard workingSet.viewsLoadedWithoutTotals > 0 else { return }
+        // One probe per view (empty, the array allocates nothing).
+        var lacking: [(Id, ConvKey)] = []
+        for case .userConv(let user, let conv) in keys where world.lacksTotals(user, conv) {
+            lacking.append((user, conv))
+        }
+        guard !lacking.isEmpty else { return }
         var snapshot = workingSet.snapshot
         defer { workingSet.snapshot = snapshot }
         try projectionEnv.read(reusing: &snapshot) { txn in
-            for case .userConv(let user, let conv) in keys where world.lacksTotals(user, conv) {
+            for (user, conv) in lacking {
                 let (own, directed) = try viewTotals(user, conv, txn)
                 world.completeTotals(user, conv, own: own, directed: directed)
                 workingSet.stats.lookups += 1

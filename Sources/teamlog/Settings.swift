@@ -39,7 +39,7 @@ struct WriterOptions: ParsableArguments {
     )
     var cacheMb: Int = Store.defaultCacheBytes >> 20
 
-    /// Checks the values and sets them on `options`.
+    /// Checks the values and sets them on `options`, with the `recover` progress line of a writer's open.
     func apply(to options: inout Store.Options) throws {
         guard checkpointOps > 0, checkpointMs >= 0 else {
             throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
