@@ -213,7 +213,14 @@ public final class Processor {
         let pipeline = ParsePipeline(reader: reader, mode: .live)
         try pipeline.start()
         pipelined = true
-        defer { pipelined = false }
+        // Lines wait behind each commit's encoding of what changed: a big team's dismiss is spread over a
+        // few commits (`Store.commitEncodingLimit`).
+        let encodingLimit = store.commitEncodingLimit
+        store.commitEncodingLimit = Store.streamCommitEncodingLimit
+        defer {
+            pipelined = false
+            store.commitEncodingLimit = encodingLimit
+        }
         var deadline: Int64?  // when the open batch's commit is due
         var stopping = false
         do {

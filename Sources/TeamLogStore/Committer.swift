@@ -173,14 +173,20 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     /// from the final state, so a key listed twice writes the same record twice. Small ones (a stream's
     /// commit every few ms) stay on this thread: a thread's start would cost more than it saves.
     static func appendChanges(of state: World, to changes: inout RecordBuffer) {
-        let appended = state.changes.appended
-        let dirty = state.changes.dirty
-        guard appended.count + dirty.count >= parallelEncodingThreshold else {
-            for key in appended { ProjectionCodec.append(key, in: state, to: &changes) }
-            for key in dirty { ProjectionCodec.append(key, in: state, to: &changes) }
+        appendChanges(state.changes.appended, state.changes.dirty, of: state, to: &changes)
+    }
+
+    /// Appends the records of the keys in `first` and then `second`, encoded from `state` (as above).
+    static func appendChanges(
+        _ first: some Collection<ProjectionKey>, _ second: some Collection<ProjectionKey>, of state: World,
+        to changes: inout RecordBuffer
+    ) {
+        guard first.count + second.count >= parallelEncodingThreshold else {
+            for key in first { ProjectionCodec.append(key, in: state, to: &changes) }
+            for key in second { ProjectionCodec.append(key, in: state, to: &changes) }
             return
         }
-        let keys = appended + dirty
+        let keys = Array(first) + Array(second)
         let half = keys.count / 2
         let bytesPerKey = changes.isEmpty ? 64 : max(16, changes.byteCount / changes.count)
         // Neither half throws; `inParallel` only rethrows what they throw.

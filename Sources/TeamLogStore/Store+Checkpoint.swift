@@ -83,12 +83,29 @@ extension Store {
     /// buffer (at each commit, so a checkpoint only hands the buffer over and never stalls the store's
     /// thread), and forgets the marks. A record changed in several batches is encoded once per batch; the
     /// checkpointer writes only its last value.
-    func bufferChanges() {
-        guard !world.changes.isEmpty else { return }
+    ///
+    /// `limit`: encode only about that many, oldest first, and carry the rest (`carriedChanges`) to the
+    /// next calls — each takes `limit` and an eighth of what is left beyond it; `nil` (a checkpoint, an
+    /// explicit call) encodes everything carried too. A stream's commit after a 2,000-member team's
+    /// dismiss or create had ~4,000–6,000 records to encode, and the lines behind it waited 3–8 ms for
+    /// them (a trace of `teamlog-bench --stream`, nineteenth session). Every carried record is encoded
+    /// from the state when it is, so the buffer's last value of a key is still the latest; and no carried
+    /// unit is evicted first, since ops after the last checkpoint's start named it.
+    func bufferChanges(limit: Int? = nil) {
+        guard !world.changes.isEmpty || !carriedChanges.isEmpty else { return }
         let start = checkpointBuffer.count
         // No `reserveCapacity(count + n)` here: called at every commit it reallocated the whole buffer
         // each time (exact growth), where appending grows it geometrically.
-        CheckpointJob.appendChanges(of: world, to: &checkpointBuffer)
+        if carriedChanges.isEmpty && limit.map({ world.changes.count <= $0 }) ?? true {
+            CheckpointJob.appendChanges(world.changes.appended, world.changes.dirty, of: world, to: &checkpointBuffer)
+        } else {
+            carriedChanges.append(contentsOf: world.changes.appended)
+            carriedChanges.append(contentsOf: world.changes.dirty)
+            let carried = carriedChanges.count
+            let now = limit.map { min(carried, $0 + (carried - $0) / 8) } ?? carried
+            CheckpointJob.appendChanges(carriedChanges[..<now], [], of: world, to: &checkpointBuffer)
+            carriedChanges.removeFirst(now)
+        }
         world.clearChanges()
         if let readerRecords {
             // Published to readers once the log has them (`finishCommit`; at once when it already does).
@@ -132,7 +149,7 @@ extension Store {
         try commit()
         finishCheckpoint()
         guard
-            checkpoint.seq < committedSeq || !world.changes.isEmpty
+            checkpoint.seq < committedSeq || !world.changes.isEmpty || !carriedChanges.isEmpty
                 || !checkpointBuffer.isEmpty || checkpointFailed
                 || (projectionsOnly && checkpoint.seq < world.lastSeq)  // nothing committed: its log is empty
         else { return }

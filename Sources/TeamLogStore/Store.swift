@@ -142,12 +142,28 @@ public final class Store {
     var lastCheckpointMs: Int64 = 0
     /// The last checkpoint failed: its records wait in `checkpointBuffer` for the next one.
     var checkpointFailed = false
-    /// Records of the next checkpoint encoded at each commit: the append-only ones the state lists in
-    /// `appended` (new keys: index entries, a new message, a join), so a checkpoint encodes only what is
-    /// in `dirty` (a bounded set of keys changed in place) and never stalls the store's thread on
-    /// everything an interval of messages added. A key encoded here and changed again later is encoded
-    /// again at the checkpoint, after it: the later value is written last.
+    /// Records of the next checkpoint, encoded at each commit (`bufferChanges`), so a checkpoint never
+    /// stalls the store's thread on everything an interval changed. A key encoded here and changed again
+    /// later is encoded again, after it: the later value is written last.
     var checkpointBuffer = RecordBuffer()
+    /// Changed records a commit left for the next ones to encode (`bufferChanges(limit:)`): a commit
+    /// encodes about `commitEncodingLimit` of them, and a checkpoint all that are left.
+    var carriedChanges: [ProjectionKey] = []
+    /// How many changed records a commit encodes at most (about: see `bufferChanges(limit:)`), the rest
+    /// left to the next commits; `nil` (the default), all of them. A stream sets it
+    /// (`streamCommitEncodingLimit`): its lines wait behind each commit's encoding, where a batch's
+    /// throughput gains nothing from spreading it. Ignored while the store serves readers, which need
+    /// every commit's records at once.
+    public var commitEncodingLimit: Int?
+    /// Changed records waiting for a later commit (or the next checkpoint) to encode them.
+    public var carriedChangeCount: Int { carriedChanges.count }
+    /// A stream's `commitEncodingLimit`: ~0.5–1 ms of encoding (small in debug builds, so the tests'
+    /// streams carry records from commit to commit).
+    #if DEBUG
+        public static let streamCommitEncodingLimit = 16
+    #else
+        public static let streamCommitEncodingLimit = 1_024
+    #endif
     /// Records committed after the stored checkpoint, published for readers on other threads (set by
     /// `serveReaders`, then never changed).
     var readerRecords: ReaderRecords?
@@ -492,10 +508,16 @@ public final class Store {
         swap(&inFlightOpIds, &pendingOpIds)
         pendingEvents.removeAll(keepingCapacity: true)
         pendingOpIds.removeAll(keepingCapacity: true)
-        bufferChanges()
+        // Without readers, a commit encodes a bounded share of what changed and leaves the rest to the next
+        // commits; readers need each commit's records at once (`readerRecords`).
+        bufferChanges(limit: readerRecords == nil ? commitEncodingLimit : nil)
         touchesSinceRelease += job.eventCount
         hurryCheckpointIfNextIsDue()
-        if checkpointDue {
+        // A checkpoint encodes every carried record at its start: while many wait, it waits a commit or
+        // two for them to drain (not past twice its interval).
+        if checkpointDue
+            && (carriedChanges.count <= commitEncodingLimit ?? 0 || opsSinceCheckpoint >= 2 * options.checkpointOps)
+        {
             startCheckpoint(after: job)
         } else {
             continueEviction(ops: job.eventCount)

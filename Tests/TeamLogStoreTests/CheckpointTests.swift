@@ -126,6 +126,37 @@ import Testing
         #expect(try CrashSafetyTests.storedTables(reopened) == CrashSafetyTests.storedTables(clean))
     }
 
+    /// A commit with `commitEncodingLimit` (a stream's) encodes about that many changed records and
+    /// carries the rest to the next commits, and a checkpoint takes all that are left: nothing is lost or
+    /// stale — the stored tables equal a clean run's, and the store audits clean.
+    @Test func aCommitCarriesWhatItDoesNotEncodeToTheNextOnes() throws {
+        let directory = TemporaryDirectory("checkpoint-carry")
+        let lines = Self.lines(1_200)
+        let store = try Store(path: directory.child("store"), options: .checkpointing(every: 150))
+        store.commitEncodingLimit = 8
+        var carried: [Int] = []
+        for (i, line) in lines.enumerated() {
+            guard case .success(let op) = OpParser.parse(line: line) else { continue }
+            _ = try store.submit(op, now: 1_000)
+            if i % 10 == 9 {
+                try store.commit()
+                carried.append(store.carriedChangeCount)
+            }
+        }
+        #expect(carried.contains { $0 > 0 }, "some commit left records for the next ones")
+        #expect(carried.contains(0), "and the next ones drained them")
+        try store.checkpointNow()
+        #expect(store.carriedChangeCount == 0, "a checkpoint encodes everything carried")
+        #expect(try store.audit().ok)
+        store.close()
+        let reopened = try Store(path: directory.child("store"))
+        defer { reopened.close() }
+        #expect(reopened.replayedAtOpen == 0)
+        let clean = try Self.cleanStore(lines, directory)
+        defer { clean.close() }
+        #expect(try CrashSafetyTests.storedTables(reopened) == CrashSafetyTests.storedTables(clean))
+    }
+
     /// An open that replays a log tail reports it as it goes (the CLI draws it as its `recover` line):
     /// `(0, n)` first, every 1,024 events, `(n, n)` last — and nothing when the last close left no tail.
     @Test func anOpenReportsItsReplayOfTheTail() throws {

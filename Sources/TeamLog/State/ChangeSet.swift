@@ -20,6 +20,9 @@ public struct ChangeSet: Sendable {
     /// Nothing changed.
     public var isEmpty: Bool { dirty.isEmpty && appended.isEmpty }
 
+    /// How many keys are marked (a key both in `dirty` and `appended`, or listed twice, counts each time).
+    public var count: Int { dirty.count + appended.count }
+
     /// Marks a record as changed.
     @inline(__always)
     mutating func touch(_ key: ProjectionKey) {
