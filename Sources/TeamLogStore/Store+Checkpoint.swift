@@ -84,25 +84,29 @@ extension Store {
     /// thread), and forgets the marks. A record changed in several batches is encoded once per batch; the
     /// checkpointer writes only its last value.
     ///
-    /// `limit`: encode only about that many, oldest first, and carry the rest (`carriedChanges`) to the
-    /// next calls — each takes `limit` and an eighth of what is left beyond it; `nil` (a checkpoint, an
-    /// explicit call) encodes everything carried too. A stream's commit after a 2,000-member team's
-    /// dismiss or create had ~4,000–6,000 records to encode, and the lines behind it waited 3–8 ms for
-    /// them (a trace of `teamlog-bench --stream`, nineteenth session). Every carried record is encoded
-    /// from the state when it is, so the buffer's last value of a key is still the latest; and no carried
-    /// unit is evicted first, since ops after the last checkpoint's start named it.
+    /// `limit`: a commit's share (`commitEncodingBudget(limit:)`): encode about that many, oldest first,
+    /// and carry the rest (`carriedChanges`) to the next calls — each takes its share and an eighth of
+    /// what is left beyond it; `nil` (a checkpoint, an explicit call) encodes everything carried too. A
+    /// stream's commit after a 2,000-member team's dismiss or create had ~4,000–6,000 records to encode,
+    /// and the lines behind it waited 3–8 ms for them (a trace of `teamlog-bench --stream`, nineteenth
+    /// session). Every carried record is encoded from the state when it is, so the buffer's last value of
+    /// a key is still the latest; and no carried unit is evicted first, since ops after the last
+    /// checkpoint's start named it.
     func bufferChanges(limit: Int? = nil) {
-        guard !world.changes.isEmpty || !carriedChanges.isEmpty else { return }
+        let added = world.changes.count
+        if limit != nil { changesPerCommit += (Double(added) - changesPerCommit) / 16 }
+        guard added > 0 || !carriedChanges.isEmpty else { return }
+        let share = limit.map { commitEncodingBudget(limit: $0) }
         let start = checkpointBuffer.count
         // No `reserveCapacity(count + n)` here: called at every commit it reallocated the whole buffer
         // each time (exact growth), where appending grows it geometrically.
-        if carriedChanges.isEmpty && limit.map({ world.changes.count <= $0 }) ?? true {
+        if carriedChanges.isEmpty && share.map({ added <= $0 }) ?? true {
             CheckpointJob.appendChanges(world.changes.appended, world.changes.dirty, of: world, to: &checkpointBuffer)
         } else {
             carriedChanges.append(contentsOf: world.changes.appended)
             carriedChanges.append(contentsOf: world.changes.dirty)
             let carried = carriedChanges.count
-            let now = limit.map { min(carried, $0 + (carried - $0) / 8) } ?? carried
+            let now = share.map { min(carried, $0 + max(0, carried - $0) / 8) } ?? carried
             CheckpointJob.appendChanges(carriedChanges[..<now], [], of: world, to: &checkpointBuffer)
             carriedChanges.removeFirst(now)
         }
@@ -113,6 +117,13 @@ extension Store {
             readerRecords.publish(upTo: committedSeq)
         }
     }
+
+    /// A commit's share of the changed records to encode under `limit`: the limit, or twice the records
+    /// an average commit changes when that is more — so carrying spreads a burst (a big team's dismiss)
+    /// over a few commits, but a stream whose every commit changes more than the limit (a saturated
+    /// one, committing full batches) does not build a backlog that the next checkpoint would have to
+    /// encode at once.
+    func commitEncodingBudget(limit: Int) -> Int { max(limit, Int(2 * changesPerCommit)) }
 
     /// Whether no checkpoint is being written.
     var inFlightCheckpointIsDone: Bool {

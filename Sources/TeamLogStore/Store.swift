@@ -157,6 +157,8 @@ public final class Store {
     public var commitEncodingLimit: Int?
     /// Changed records waiting for a later commit (or the next checkpoint) to encode them.
     public var carriedChangeCount: Int { carriedChanges.count }
+    /// The changed records per commit, a moving average over ~16 commits (while a limit is set).
+    var changesPerCommit = 0.0
     /// A stream's `commitEncodingLimit`: ~0.5–1 ms of encoding (small in debug builds, so the tests'
     /// streams carry records from commit to commit).
     #if DEBUG
@@ -516,7 +518,8 @@ public final class Store {
         // A checkpoint encodes every carried record at its start: while many wait, it waits a commit or
         // two for them to drain (not past twice its interval).
         if checkpointDue
-            && (carriedChanges.count <= commitEncodingLimit ?? 0 || opsSinceCheckpoint >= 2 * options.checkpointOps)
+            && (carriedChanges.count <= commitEncodingLimit.map { commitEncodingBudget(limit: $0) } ?? 0
+                || opsSinceCheckpoint >= 2 * options.checkpointOps)
         {
             startCheckpoint(after: job)
         } else {

@@ -135,16 +135,19 @@ import Testing
         let store = try Store(path: directory.child("store"), options: .checkpointing(every: 150))
         store.commitEncodingLimit = 8
         var carried: [Int] = []
+        var checkpoints: Set<UInt64> = []
         for (i, line) in lines.enumerated() {
             guard case .success(let op) = OpParser.parse(line: line) else { continue }
             _ = try store.submit(op, now: 1_000)
             if i % 10 == 9 {
                 try store.commit()
                 carried.append(store.carriedChangeCount)
+                checkpoints.insert(store.checkpoint.seq)
             }
         }
         #expect(carried.contains { $0 > 0 }, "some commit left records for the next ones")
         #expect(carried.contains(0), "and the next ones drained them")
+        #expect(checkpoints.count >= 5, "checkpoints kept coming while records were carried: \(checkpoints.sorted())")
         try store.checkpointNow()
         #expect(store.carriedChangeCount == 0, "a checkpoint encodes everything carried")
         #expect(try store.audit().ok)
@@ -155,6 +158,28 @@ import Testing
         let clean = try Self.cleanStore(lines, directory)
         defer { clean.close() }
         #expect(try CrashSafetyTests.storedTables(reopened) == CrashSafetyTests.storedTables(clean))
+    }
+
+    /// A stream whose every commit changes more records than the limit (a saturated one, committing
+    /// full batches) builds no backlog: its commits' share follows their average, so what is carried
+    /// stays about one burst, not a multiple of every commit's changes.
+    @Test func aSaturatedStreamCarriesNoGrowingBacklog() throws {
+        let directory = TemporaryDirectory("checkpoint-carry-saturated")
+        let store = try Store(path: directory.child("store"), options: .checkpointing(every: 1_000_000))
+        defer { store.close() }
+        store.commitEncodingLimit = 8
+        var carried: [Int] = []
+        for (i, line) in Self.lines(3_000).enumerated() {
+            guard case .success(let op) = OpParser.parse(line: line) else { continue }
+            _ = try store.submit(op, now: 1_000)
+            if i % 100 == 99 {
+                try store.commit()
+                carried.append(store.carriedChangeCount)
+            }
+        }
+        let late = carried.suffix(10)
+        #expect(late.allSatisfy { $0 < 300 }, "the backlog stays small once the share follows: \(carried)")
+        #expect(try store.audit().ok)
     }
 
     /// An open that replays a log tail reports it as it goes (the CLI draws it as its `recover` line):
