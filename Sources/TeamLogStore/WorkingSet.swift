@@ -265,7 +265,9 @@ extension Store {
         let seq = world.lastSeq + 1
         if !workingSet.unstamped.isEmpty { stampUnstamped(in: &world) }
         keys.removeAll(keepingCapacity: true)
-        world.footprint(of: op, into: &keys)
+        // A wholesale replay's events are accepted ops: the ids they make are new, not looked for.
+        let accepted = workingSet.wholesale
+        world.footprint(of: op, into: &keys, accepted: accepted)
         guard !keys.isEmpty else { return }
         // Teams first: their rosters name the rest of a team op's footprint.
         missing.removeAll(keepingCapacity: true)
@@ -277,7 +279,7 @@ extension Store {
             try load(missing, totals: op.numbersViews, into: &world)
             if !workingSet.wholesale { for key in missing { workingSet.unstamped.append((key, seq)) } }
             keys.removeAll(keepingCapacity: true)
-            world.footprint(of: op, into: &keys)
+            world.footprint(of: op, into: &keys, accepted: accepted)
         }
         missing.removeAll(keepingCapacity: true)
         for key in keys {

@@ -64,6 +64,33 @@ struct ProjectionsTests {
         #expect(stats.messages == 2)
         #expect(stats.memberDecisions == members + 2, "the team's members, then the p2p pair")
     }
+
+    /// An accepted op's footprint (a replay's) leaves out the ids the op makes — a sent message's, its
+    /// receipt tally's, the tips' — and keeps every unit it reads; an undecided op's names them all.
+    @Test func anAcceptedOpsFootprintLeavesOutTheIdsItMakes() {
+        let world = Self.run(Self.lines)
+        func keys(_ line: String, accepted: Bool) -> Set<ResidentKey> {
+            guard case .success(let op) = OpParser.parse(line: line) else { return [] }
+            var keys: [ResidentKey] = []
+            world.footprint(of: op, into: &keys, accepted: accepted)
+            return Set(keys)
+        }
+        let send = Msg.send("a", "m9", ["needReceipt": true])
+        let made: Set<ResidentKey> = [.message("m9"), .receipt("m9")]
+        #expect(made.isSubset(of: keys(send, accepted: false)))
+        #expect(keys(send, accepted: true) == keys(send, accepted: false).subtracting(made))
+        #expect(keys(send, accepted: true).contains(.team("t1")), "the team it reads stays")
+
+        let tip = ResidentKey.message(Id("tip-\(world.lastSeq + 1)"))
+        let update = op("team.update", "own", ["team": "t1", "fields": JSONValue.object([("name", .string("n"))])])
+        #expect(keys(update, accepted: false).contains(tip))
+        #expect(keys(update, accepted: true) == keys(update, accepted: false).subtracting([tip]))
+
+        let content = JSONValue.object([("type", .string("text")), ("text", .string("x"))])
+        let modify = op("message.modify", "a", ["messageId": "m1", "content": content])
+        #expect(keys(modify, accepted: true) == keys(modify, accepted: false), "a modify reads a stored message")
+        #expect(keys(modify, accepted: true).contains(.message("m1")))
+    }
 }
 
 /// `TeamState.admins` (the owner and managers, read through the admin bits) lists them in roster order,
@@ -91,4 +118,5 @@ struct AdminListTests {
         }
         #expect(m.world.teams["t1"]!.admins == ["u1", "u9", "u33", "u40"], "the old owner is a member now")
     }
+
 }

@@ -28,7 +28,12 @@ extension World {
     /// Appends to `keys` every unit that deciding and applying `op` read or create, as far as the resident
     /// state tells: a team's members are named only once its roster is resident, so the store loads the
     /// teams named first and asks again. Deterministic and pure; duplicates are allowed.
-    public func footprint(of op: Op, into keys: inout [ResidentKey]) {
+    ///
+    /// `accepted`: the op is an event's, already decided, so the ids it makes are new — a sent message's
+    /// (`duplicateMessageId` refused a used one) and its receipt tally, the tips' (`tip-SEQ`) — and they
+    /// are left out: nothing stored can hold them. A replay that keeps no recency per unit uses it (an
+    /// audit's: each left-out key was a hash probe and a Bloom filter's, both cache misses, per message).
+    public func footprint(of op: Op, into keys: inout [ResidentKey], accepted: Bool = false) {
         let actor = op.actor
         switch op.body {
         case .teamCreate(let c):
@@ -37,31 +42,32 @@ extension World {
             keys.append(.conv(key))
             keys.append(.userConv(actor, key))
             for user in c.members where user != actor { keys.append(.userConv(user, key)) }
-            keys.append(.message(tipId(0)))
+            if !accepted { keys.append(.message(tipId(0))) }
 
         case .teamInvite(let id, let targets):
-            teamFootprint(id, joining: targets, leaving: [], tips: 1, into: &keys)
+            teamFootprint(id, joining: targets, leaving: [], tips: tips(1, accepted), into: &keys)
         case .teamAcceptInvite(let id, _), .teamApply(let id, _):
-            teamFootprint(id, joining: [actor], leaving: [], tips: 1, into: &keys)
+            teamFootprint(id, joining: [actor], leaving: [], tips: tips(1, accepted), into: &keys)
         case .teamApproveApply(let id, let applicant):
-            teamFootprint(id, joining: [applicant], leaving: [], tips: 1, into: &keys)
+            teamFootprint(id, joining: [applicant], leaving: [], tips: tips(1, accepted), into: &keys)
         case .teamKick(let id, let targets):
-            teamFootprint(id, joining: [], leaving: targets, tips: 1, into: &keys)
+            teamFootprint(id, joining: [], leaving: targets, tips: tips(1, accepted), into: &keys)
         case .teamLeave(let id):
-            teamFootprint(id, joining: [], leaving: [actor], tips: 1, into: &keys)
+            teamFootprint(id, joining: [], leaving: [actor], tips: tips(1, accepted), into: &keys)
         case .teamDismiss(let id):
             let members = teams[id]?.slots.compactMap { $0?.user } ?? []
-            teamFootprint(id, joining: [], leaving: members, tips: 1, into: &keys)
+            teamFootprint(id, joining: [], leaving: members, tips: tips(1, accepted), into: &keys)
         case .teamTransferOwner(let id, _, let leaving):
-            teamFootprint(id, joining: [], leaving: leaving ? [actor] : [], tips: leaving ? 2 : 1, into: &keys)
+            teamFootprint(
+                id, joining: [], leaving: leaving ? [actor] : [], tips: tips(leaving ? 2 : 1, accepted), into: &keys)
         case .teamRejectInvite(let id, _), .teamRejectApply(let id, _), .memberSetNotify(let id, _):
             teamFootprint(id, joining: [], leaving: [], tips: 0, into: &keys)
         case .teamUpdate(let id, _), .teamMuteAll(let id, _), .teamAddManagers(let id, _),
             .teamRemoveManagers(let id, _), .teamMuteMember(let id, _, _, _):
-            teamFootprint(id, joining: [], leaving: [], tips: 1, into: &keys)
+            teamFootprint(id, joining: [], leaving: [], tips: tips(1, accepted), into: &keys)
 
         case .messageSend(let m):
-            keys.append(.message(m.messageId))
+            if !accepted { keys.append(.message(m.messageId)) }
             if m.to.kind == .p2p {
                 let key = ConvKey(p2p: actor, m.to.id)
                 keys.append(.conv(key))
@@ -74,7 +80,7 @@ extension World {
             keys.append(.conv(key))
             keys.append(.userConv(actor, key))
             for user in m.directedUserIds ?? [] { keys.append(.userConv(user, key)) }
-            if m.needReceipt { keys.append(.receipt(m.messageId)) }
+            if m.needReceipt && !accepted { keys.append(.receipt(m.messageId)) }
 
         case .messageRead(let to, _):
             if to.kind != .p2p { keys.append(.team(to.id)) }
@@ -109,6 +115,9 @@ extension World {
         for user in leaving { keys.append(.userConv(user, key)) }
         for index in 0..<tips { keys.append(.message(tipId(index))) }
     }
+
+    /// The tips a footprint names: none for an accepted op (see `footprint(of:into:accepted:)`).
+    private func tips(_ count: Int, _ accepted: Bool) -> Int { accepted ? 0 : count }
 
     /// The id of the `index`th tip the next event stores.
     private func tipId(_ index: Int) -> Id { Self.tipId(seq: lastSeq + 1, index: index) }
