@@ -147,13 +147,13 @@ public final class Store {
     /// later is encoded again, after it: the later value is written last.
     var checkpointBuffer = RecordBuffer()
     /// Changed records a commit left for the next ones to encode (`bufferChanges(limit:)`): a commit
-    /// encodes about `commitEncodingLimit` of them, and a checkpoint all that are left.
+    /// encodes its share of them (`commitEncodingBudget(limit:)`), and a checkpoint all that are left.
     var carriedChanges: [ProjectionKey] = []
-    /// How many changed records a commit encodes at most (about: see `bufferChanges(limit:)`), the rest
-    /// left to the next commits; `nil` (the default), all of them. A stream sets it
-    /// (`streamCommitEncodingLimit`): its lines wait behind each commit's encoding, where a batch's
-    /// throughput gains nothing from spreading it. Ignored while the store serves readers, which need
-    /// every commit's records at once.
+    /// The share of the changed records a commit encodes, the rest left to the next commits — at least
+    /// this many, more when the average commit changes more (`commitEncodingBudget(limit:)`); `nil` (the
+    /// default), all of them. A stream sets it (`streamCommitEncodingLimit`): its lines wait behind each
+    /// commit's encoding, where a batch's throughput gains nothing from spreading it. Ignored while the
+    /// store serves readers, which need every commit's records at once.
     public var commitEncodingLimit: Int?
     /// Changed records waiting for a later commit (or the next checkpoint) to encode them.
     public var carriedChangeCount: Int { carriedChanges.count }
