@@ -259,8 +259,10 @@ extension World {
         for user in users {
             leftConversation(user, team: id, key: key, shared: shared, seq: seq)
             teams[id]!.removeMember(user, at: seq)
-            touch(.member(id, user))
-            touch(.pastMembers(id, user))
+            // Listed, not hashed into the dirty set: a user leaves once per op (a 200,000-member dismiss
+            // spent a fifth of its 1.3 s inserting 600,000 keys into that set and growing it).
+            touchAppended(.member(id, user))
+            touchAppended(.pastMembers(id, user))
         }
     }
 

@@ -361,7 +361,8 @@ extension World {
         touchAppended(.message(tip.messageId))
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
-        for user in removed { setIndividualLast(user, key, ref) }
+        // The removed left in this event (`leave`, which listed their views as changed).
+        for user in removed { _ = userConvs.withValue(forKey: user) { $0.modify(key) { $0.last = ref } } }
         workspace.stats.messages += 1
         workspace.stats.memberDecisions += team.memberCount + removed.count
         workspace.stats.deliveries += team.memberCount + removed.count
@@ -405,7 +406,7 @@ extension World {
                 uc.leaveSeq = seq
             }
         }
-        touch(.userConv(user, key))
+        touchAppended(.userConv(user, key))  // once per leave; the op's tip changes it again unlisted
         // One probe (`userTeams[user]?.remove` and then `isEmpty` and `= nil` were three).
         if let index = derived.userTeams.index(forKey: user) {
             derived.userTeams.values[index].remove(id)
