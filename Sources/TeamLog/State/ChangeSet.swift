@@ -8,9 +8,8 @@ public struct ChangeSet: Sendable {
     /// Records that need no set to deduplicate them: new append-only index records (each key is new), and
     /// the member and user-conversation records of a join or a leave, which a team.create or a dismiss
     /// makes by the thousand (hashing each into `dirty` was a tenth of the writer's work at creates, and a
-    /// fifth of a 200,000-member dismiss). A key may also be in `dirty` or listed
-    /// twice: the store encodes every listed key from the final state, so a repeat writes the same bytes
-    /// (or deletes) again.
+    /// fifth of a 200,000-member dismiss). A key may also be in `dirty` or listed twice: the store encodes
+    /// every listed key from the final state, so a repeat writes the same bytes (or deletes) again.
     public internal(set) var appended: [ProjectionKey] = []
     /// Whether changes are recorded at all. A replay that writes nothing turns this off: hashing every
     /// touched key was a tenth of a replay's cost.
