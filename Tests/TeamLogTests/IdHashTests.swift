@@ -83,4 +83,32 @@ import Testing
         #expect(Ids.problem(String(repeating: "é", count: 64) + "a") == "is 129 bytes, longer than 128")
         #expect(!JSONValue.sameUTF8("caf\u{E9}", "cafe\u{301}"))
     }
+
+    /// `ConvKey` and `ProjectionKey` hash by their bytes too: equal keys (an ordinal aside, which `==`
+    /// compares but a key read back from disk lacks) hash alike under a seed, and keys that differ in the
+    /// case, the kind, the order of their ids or one seq hash apart.
+    @Test func keysHashByTheirParts() {
+        let team = ConvKey(team: "t1", kind: .team)
+        let superTeam = ConvKey(team: "t1", kind: .superTeam)
+        #expect(team._rawHashValue(seed: 3) == ConvKey(team: Id("t" + "1"), kind: .team)._rawHashValue(seed: 3))
+        #expect(team._rawHashValue(seed: 3) != superTeam._rawHashValue(seed: 3))
+        #expect(ConvKey(p2p: "a", "b")._rawHashValue(seed: 3) == ConvKey(p2p: "b", "a")._rawHashValue(seed: 3))
+        let keys: [ProjectionKey] = [
+            .team("t1"), .message("t1"), .receipt("t1"), .presence("t1"), .channel("t1"), .offline("t1"),
+            .member("t1", "u1"), .member("u1", "t1"), .pastMembers("t1", "u1"), .invite("t1", "u1"),
+            .application("t1", "u1"), .receiptRead("t1", "u1", ordinal: 0), .conv(team), .conv(superTeam),
+            .counted(team, 5, ordinal: 0), .counted(team, 6, ordinal: 0), .own(team, "u1", 5, ordinal: 0),
+            .directed(team, "u1", 5, ordinal: 0), .userConv("u1", team), .userConv("u1", superTeam),
+        ]
+        #expect(Set(keys.map { $0._rawHashValue(seed: 9) }).count == keys.count)
+        #expect(
+            ProjectionKey.counted(team, 5, ordinal: 3)._rawHashValue(seed: 9)
+                == ProjectionKey.counted(team, 5, ordinal: 0)._rawHashValue(seed: 9))
+        #expect(ProjectionKey.userConv("u1", team)._rawHashValue(seed: 9) != keys[18]._rawHashValue(seed: 10))
+        // A set of them finds each by an equal copy.
+        let set = Set(keys)
+        #expect(keys.allSatisfy { set.contains($0) })
+        #expect(set.contains(.userConv(Id("u" + "1"), ConvKey(team: "t1", kind: .team))))
+    }
 }
+

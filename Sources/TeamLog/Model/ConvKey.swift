@@ -7,6 +7,20 @@ public struct ConvKey: Hashable, Sendable, Comparable {
     public let id: Id
     public let kind: Conversation.Kind
 
+    /// The hash `Dictionary` and `Set` use: `Id.bytesHash` of the id under the table's seed and the kind,
+    /// instead of feeding `Hasher` (SipHash-1-3) — as `Id` does, for the same reason: the conversations
+    /// table and the views are probed several times per message. Equal keys have equal bytes and kinds.
+    @inlinable
+    public func _rawHashValue(seed: Int) -> Int {
+        let salt: UInt64 =
+            switch kind {
+            case .team: 0x7465_616d
+            case .superTeam: 0x7375_7072
+            case .p2p: 0x7032_7032
+            }
+        return Int(truncatingIfNeeded: Id.bytesHash(id.string, seed: UInt64(truncatingIfNeeded: seed) ^ salt))
+    }
+
     public init(team: Id, kind: TeamKind) {
         self.kind = kind == .team ? .team : .superTeam
         id = team
