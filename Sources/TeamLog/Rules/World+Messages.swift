@@ -304,9 +304,14 @@ extension World {
     }
 
     private mutating func setIndividualLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) {
-        // In place, as `leftConversation` (a dismiss's tip names every removed member).
-        guard (userConvs.withValue(forKey: user) { $0.modify(key) { $0.last = ref } } ?? nil) != nil else { return }
-        touch(.userConv(user, key))
+        if setLast(user, key, ref) { touch(.userConv(user, key)) }
+    }
+
+    /// Sets a view's own last message in place (as `leftConversation` changes it), without listing the
+    /// view as changed; whether `user` has a view of `key`.
+    @discardableResult
+    private mutating func setLast(_ user: Id, _ key: ConvKey, _ ref: MessageRef) -> Bool {
+        (userConvs.withValue(forKey: user) { $0.modify(key) { $0.last = ref } } ?? nil) != nil
     }
 
     /// Runs the fan-out of team message `m` over `team`'s roster into `fanOut`; the team's kind, roster,
@@ -362,7 +367,7 @@ extension World {
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
         // The removed left in this event (`leave`, which listed their views as changed).
-        for user in removed { _ = userConvs.withValue(forKey: user) { $0.modify(key) { $0.last = ref } } }
+        for user in removed { setLast(user, key, ref) }
         workspace.stats.messages += 1
         workspace.stats.memberDecisions += team.memberCount + removed.count
         workspace.stats.deliveries += team.memberCount + removed.count
