@@ -319,13 +319,14 @@ extension World {
     /// it changes. Without `alerts` (no delivery will list them: a replay, an ingest that prints no
     /// deliveries) only the receivers are decided — and for a broadcast that is not a status message not
     /// even those: every member but the sender (a member: `decide` checked it) receives it, so the count
-    /// is the roster's, and nothing reads `fanOut` afterwards.
+    /// is the roster's, and nothing reads `fanOut` or the roster afterwards (an empty roster is returned:
+    /// the team's would cost a retain and a release of its shared buffer — a cache miss — per message).
     private static func fanOut(
         _ m: MessageSend, from sender: Id, in team: inout TeamState, with fanOut: inout FanOut, alerts: Bool
     ) -> (TeamKind, [Member?], Int, receivers: Int) {
         if !alerts && m.directedUserIds == nil && !m.isStatusMessage {
             assert(team.member(sender) != nil, "a team message's sender is a member")
-            return (team.kind, team.slots, team.memberCount, team.memberCount - 1)
+            return (team.kind, [], team.memberCount, team.memberCount - 1)
         }
         let senderMember = team.member(sender)!
         let directed = m.directedUserIds.map { users in bitset(users, in: team) }
