@@ -234,9 +234,10 @@ extension Store {
 /// (audit, repair): the defaults in use; tests make them small so that a short history goes through the
 /// wholesale evictions and the early eviction of checkpointed messages.
 struct ReplayLimits {
-    /// Checkpoints half as far apart as a writer's: the records changed since the last one wait in memory
-    /// (and the checkpoint's transaction holds their dirty pages), and a replay makes them fast; the
-    /// messages a committed checkpoint holds are dropped at the next one (`evictCheckpointedMessages`).
+    /// Checkpoints every 50,000 events (a writer's `checkpointOps` is 100,000): the records changed since
+    /// the last one wait in memory (and the checkpoint's transaction holds their dirty pages), and a replay
+    /// makes them fast; the messages a committed checkpoint holds are dropped at the next one
+    /// (`evictCheckpointedMessages`).
     /// A record changed in several intervals is encoded and written once per interval: 5M-event audit,
     /// three alternated pairs, 20,000 → 50,000: 94,445–99,724 → 103,447–104,383 events/s, CPU 84 → 74 s
     /// (system time 20 → 15 s), peak RSS unchanged; at 200,000 the held messages filled the budget

@@ -111,4 +111,3 @@ import Testing
         #expect(set.contains(.userConv(Id("u" + "1"), ConvKey(team: "t1", kind: .team))))
     }
 }
-

@@ -118,5 +118,4 @@ struct AdminListTests {
         }
         #expect(m.world.teams["t1"]!.admins == ["u1", "u9", "u33", "u40"], "the old owner is a member now")
     }
-
 }
