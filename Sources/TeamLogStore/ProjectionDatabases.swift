@@ -17,8 +17,9 @@ struct ProjectionDatabases {
     /// The layout of the projection records this build writes. A projection environment of another
     /// format is rebuilt from the log at open (it is a cache of it), so this moves independently of the
     /// log's `Databases.format`: 3 had receipt tallies without their read count; 4 stores it, so a tally
-    /// loaded on its own knows the next receipt's ordinal.
-    static let format: UInt64 = 4
+    /// loaded on its own knows the next receipt's ordinal; 5 keeps a dismissed team's member records and
+    /// views as they were at the dismissal (4 ended every membership: O(members) records per dismissal).
+    static let format: UInt64 = 5
 
     /// The subdirectory of the store that holds this environment.
     static let directory = "proj"

@@ -13,6 +13,8 @@ extension Store {
             let (team, count) = try snapshot.value(
                 .teams, Array(id.utf8), { try ProjectionCodec.decodeTeam(id: id, $0) })
         else { return nil }
+        // A dismissed team keeps the member records it had at the dismissal, ended there: it has none.
+        if team.dismissed { return team.json(memberCount: 0, members: [], now: snapshot.ts) }
         var members: [Member] = []
         let prefix = ProjectionCodec.prefix(id)
         try snapshot.forEach(.members, prefix: prefix) { key, value in

@@ -88,7 +88,10 @@ func expectEffects(
         check(after.teams[id]?.muted == muted, "team mute \(muted)")
         tipped("update")
     case .teamDismiss(let id):
-        check(after.teams[id]?.dismissed == true && after.teams[id]?.memberCount == 0, "dismissed, nobody left")
+        // The roster is kept as it was, read as ended at the dismissal: nobody is in the team's index.
+        check(after.teams[id]?.dismissed == true, "dismissed")
+        check(after.teams[id]?.slots == before.teams[id]?.slots, "the roster as at the dismissal")
+        check(after.userTeams.values.allSatisfy { !$0.contains(id) }, "nobody left")
         tipped("dismiss")
     case .teamTransferOwner(let id, let target, let leave):
         let t = after.teams[id]

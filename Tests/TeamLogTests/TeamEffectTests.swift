@@ -64,13 +64,23 @@ import Testing
         #expect(m.world.teams["t1"]?.isMember("x") == true)
     }
 
+    /// A dismissal ends every membership by marking the team: the roster stays as it was (no record per
+    /// member), out of every user's team index and with nobody online; later ops are `dismissed`.
     @Test func dismissRemovesEveryoneAndLaterOpsAreDismissed() throws {
         var m = Machine()
-        m.setup(baseTeam + [op("team.apply", "x", ["team": "t1"]), op("team.dismiss", "own", ["team": "t1"])])
+        m.setup(baseTeam + [op("client.login", "a", ["device": "d1"]), op("team.apply", "x", ["team": "t1"])])
+        let before = try #require(m.world.teams["t1"])
+        #expect(MemberBits.count(before.bits.online) == 1)
+        m.setup([op("team.dismiss", "own", ["team": "t1"])])
         let t = try #require(m.world.teams["t1"])
         #expect(t.dismissed)
-        #expect(t.memberCount == 0)
+        #expect(t.slots == before.slots && t.memberCount == 4)
+        #expect(MemberBits.count(t.bits.online) == 0)
+        #expect(m.world.userTeams.values.allSatisfy { !$0.contains("t1") })
         #expect(t.applications.isEmpty)
+        m.setup([op("client.logout", "a", ["device": "d1"]), op("client.login", "b", ["device": "d1"])])
+        #expect(m.world.teams["t1"]?.bits == t.bits, "presence no longer updates the roster")
+        #expect(m.world.invariantViolations().isEmpty && m.world.derivedIndexViolations().isEmpty)
         #expect(m.run(op("member.setNotify", "a", ["team": "t1", "state": "none"]))?.code == .dismissed)
     }
 

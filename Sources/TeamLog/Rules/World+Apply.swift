@@ -152,19 +152,30 @@ extension World {
                 text: "\(actor) \(muted ? "muted" : "unmuted") all members", into: &out)
 
         case .teamDismiss(let id):
-            let removed = teams[id]!.memberIds
-            let text = "\(actor) dismissed \(name(id))"
-            leave(id, removed, seq: seq)
+            // O(1) records, whatever the team's size: the roster stays as it was at the dismissal (its
+            // member records, each view of the conversation) and is read as ended there — every later op
+            // on the team is `dismissed`, so nothing can extend what a member sees. Only the resident
+            // user → teams index and the online bits (presence stops updating them) change per member,
+            // in memory. A leave of every member wrote 3 records per member and loaded every view: a
+            // 200,000-member superTeam held the writer over a second.
+            let removed = wantsDeliveries ? teams[id]!.memberIds : []
+            let removedCount = teams[id]!.memberCount
+            for case let member? in teams[id]!.slots {
+                if let index = derived.userTeams.index(forKey: member.user) {
+                    derived.userTeams.values[index].remove(id)
+                    if derived.userTeams.values[index].isEmpty { derived.userTeams.remove(at: index) }
+                }
+            }
             for invitee in teams[id]!.invites.keys { touch(.invite(id, invitee)) }
             for applicant in teams[id]!.applications.keys { touch(.application(id, applicant)) }
             teams[id]!.invites = [:]
             teams[id]!.applications = [:]
-            teams[id]!.dismissed = true
+            teams[id]!.dismiss()
             touch(.team(id))
             tip(
                 id, seq, nim: TipFactory.nim("dismiss", actor, []),
                 zim: TipFactory.zim("GROUP_DISMISSED", 2, actor, []),
-                text: text, removed: removed, into: &out)
+                text: "\(actor) dismissed \(name(id))", removed: removed, removedCount: removedCount, into: &out)
 
         case .teamTransferOwner(let id, let target, let leaving):
             teams[id]!.updateMember(target) { $0.role = .owner }
@@ -268,13 +279,17 @@ extension World {
 
     /// Appends a tip, stored in the team conversation and delivered to the members after the op (the
     /// actor included) plus `removed`.
+    /// `removedCount`: how many were removed, when `removed` is not listed (a dismissal lists them only for
+    /// the deliveries).
     private mutating func tip(
         _ id: Id, _ seq: UInt64, index: Int = 0, nim: NIMTipView?, zim: ZIMTipView?, text: String,
-        removed: [Id] = [], into out: inout [Output]
+        removed: [Id] = [], removedCount: Int? = nil, into out: inout [Output]
     ) {
         let messageId = Self.tipId(seq: seq, index: index)
         let tip = Tip(seq: seq, team: id, messageId: messageId, nim: nim, zim: zim, text: text)
         out.append(.tip(tip))
-        deliverTip(tip, actor: workspace.actor, ts: lastTs, removed: removed, into: &out)
+        deliverTip(
+            tip, actor: workspace.actor, ts: lastTs, removed: removed, removedCount: removedCount ?? removed.count,
+            into: &out)
     }
 }

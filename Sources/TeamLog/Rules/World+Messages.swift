@@ -354,7 +354,13 @@ extension World {
     // MARK: Tips as messages
 
     /// Stores a tip in the team conversation and delivers it to the members and to `removed`.
-    mutating func deliverTip(_ tip: Tip, actor: Id, ts: Int64, removed: [Id], into out: inout [Output]) {
+    ///
+    /// `removed`: the members the event removed, listed after the members (for the deliveries only);
+    /// `removedCount` of them. A dismissed team's roster is the one it had when dismissed: its members are
+    /// all removed, none is a member after the op.
+    mutating func deliverTip(
+        _ tip: Tip, actor: Id, ts: Int64, removed: [Id], removedCount: Int, into out: inout [Output]
+    ) {
         let team = teams[tip.team]!
         let key = ConvKey(team: team.id, kind: team.kind)
         let ref = MessageRef(seq: tip.seq, messageId: tip.messageId)
@@ -367,17 +373,21 @@ extension World {
         touchAppended(.message(tip.messageId))
         convs[key, default: ConvState()].last = ref
         touch(.conv(key))
-        // The removed left in this event (`leave`, which listed their views as changed).
-        for user in removed { setLast(user, key, ref) }
+        let members = team.dismissed ? 0 : team.memberCount
+        // The removed left in this event (`leave`, which listed their views as changed); a dismissed
+        // team's views are not frozen: the tip is its conversation's last message, for good.
+        if !team.dismissed { for user in removed { setLast(user, key, ref) } }
         workspace.stats.messages += 1
-        workspace.stats.memberDecisions += team.memberCount + removed.count
-        workspace.stats.deliveries += team.memberCount + removed.count
+        workspace.stats.memberDecisions += members + removedCount
+        workspace.stats.deliveries += members + removedCount
         guard wantsDeliveries else { return }
-        workspace.fanOut.run(team.bits, FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
+        workspace.fanOut.run(
+            team.dismissed ? MemberBits() : team.bits,
+            FanOut.Message(senderSlot: nil, senderIsAdmin: true, silenceAll: .tip))
         // As a team message's: the fan-out's bitsets over the roster, listed when read.
         var delivery = Delivery(
             seq: tip.seq, to: key.conversation(for: actor), messageId: tip.messageId, fanOut: workspace.fanOut,
-            roster: team.slots)
+            roster: team.dismissed ? [] : team.slots)
         delivery.appendSilenced(removed, reason: .tip)
         out.append(.delivery(delivery))
     }

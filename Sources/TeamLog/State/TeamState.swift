@@ -104,7 +104,8 @@ public struct TeamState: Sendable, Equatable {
         get { storage.value.muted }
         set { unique.value.muted = newValue }
     }
-    /// The team ended; every later op on it is `dismissed`.
+    /// The team ended; every later op on it is `dismissed`. Its roster is the one it had then, read as
+    /// ended at the dismissal (`teamlog team` shows none): a dismissal writes O(1) records.
     public var dismissed: Bool {
         get { storage.value.dismissed }
         set { unique.value.dismissed = newValue }
@@ -153,7 +154,7 @@ public struct TeamState: Sendable, Equatable {
         storage = Storage(Fields(id: id, kind: kind, owner: owner, createdSeq: seq, createdTs: ts))
     }
 
-    /// Number of members.
+    /// Number of members (of a dismissed team: at its dismissal; SPEC's views show 0).
     public var memberCount: Int { storage.value.memberCount }
 
     /// The member record of `user`, if a member.
@@ -253,6 +254,14 @@ public struct TeamState: Sendable, Equatable {
         change(&s.value.slots[Int(slot)]!)
         s.value.bits.refresh(
             Int(slot), s.value.slots[Int(slot)], online: MemberBits.test(s.value.bits.online, Int(slot)))
+    }
+
+    /// Ends the team: `dismissed`, and no member counts as online (presence no longer updates a dismissed
+    /// team's roster, which nothing fans out to again).
+    public mutating func dismiss() {
+        let s = unique
+        s.value.dismissed = true
+        for w in s.value.bits.online.indices { s.value.bits.online[w] = 0 }
     }
 
     /// Marks whether a member has an online device (the bit status messages read).

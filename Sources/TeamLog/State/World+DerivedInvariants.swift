@@ -24,7 +24,7 @@ extension World {
                 check("admin", bits.admins, member?.role.isAdmin ?? false)
                 check("notify none", bits.notifyNone, member?.notify == NotifyState.none)
                 check("notify managerOnly", bits.notifyManagerOnly, member?.notify == .managerOnly)
-                check("online", bits.online, member.map { isOnline($0.user) } ?? false)
+                check("online", bits.online, !team.dismissed && (member.map { isOnline($0.user) } ?? false))
             }
             guard !team.dismissed else { continue }
             for member in team.slots.compactMap({ $0 }) { expectedUserTeams[member.user, default: []].insert(id) }

@@ -10,8 +10,8 @@ extension World {
                 if team.member(team.owner)?.role != .owner {
                     problems.append("team \(id): owner \(team.owner) is not a member with role owner")
                 }
-            } else if team.memberCount != 0 {
-                problems.append("dismissed team \(id) still has \(team.memberCount) members")
+            } else if MemberBits.count(team.bits.online) != 0 {
+                problems.append("dismissed team \(id) has members marked online")
             }
             if team.roster.count != team.memberCount || team.slotOf.count != team.memberCount {
                 problems.append(

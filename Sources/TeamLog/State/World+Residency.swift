@@ -54,9 +54,8 @@ extension World {
             teamFootprint(id, joining: [], leaving: targets, tips: tips(1, accepted), into: &keys)
         case .teamLeave(let id):
             teamFootprint(id, joining: [], leaving: [actor], tips: tips(1, accepted), into: &keys)
-        case .teamDismiss(let id):
-            let members = teams[id]?.slots.compactMap { $0?.user } ?? []
-            teamFootprint(id, joining: [], leaving: members, tips: tips(1, accepted), into: &keys)
+        case .teamDismiss(let id):  // the roster alone: no member's view changes (`World.apply`)
+            teamFootprint(id, joining: [], leaving: [], tips: tips(1, accepted), into: &keys)
         case .teamTransferOwner(let id, _, let leaving):
             teamFootprint(
                 id, joining: [], leaving: leaving ? [actor] : [], tips: tips(leaving ? 2 : 1, accepted), into: &keys)
@@ -188,8 +187,8 @@ extension World {
     public mutating func adoptTeam(_ team: TeamState) {
         precondition(teams.index(forKey: team.id) == nil, "team \(team.id) is already resident")
         var team = team
-        for case let member? in team.slots where isOnline(member.user) { team.setOnline(member.user, true) }
-        if !team.dismissed {
+        if !team.dismissed {  // a dismissed team's roster has no online members and is in no user's index
+            for case let member? in team.slots where isOnline(member.user) { team.setOnline(member.user, true) }
             for case let member? in team.slots { derived.userTeams[member.user, default: []].insert(team.id) }
         }
         teams[team.id] = team
