@@ -45,7 +45,8 @@ struct ProjectionDatabases {
                 throw StoreError(
                     code: .incompatibleFormat,
                     message: "the projections in \(env.path) have format \(version.map(String.init) ?? "none"); "
-                        + "this build writes \(Self.format)", path: env.path)
+                        + "this build writes \(Self.format). They are a cache of the log: a writer rebuilds them "
+                        + "at open (e.g. `teamlog ingest --store STORE /dev/null`)", path: env.path)
             }
             handles = try ProjectionTable.allCases.map { table in
                 try env.openHandle("p.\(table.rawValue)", create: false)

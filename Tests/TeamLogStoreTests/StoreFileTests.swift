@@ -1,5 +1,6 @@
 import LMDB
 import TeamLog
+import TeamLogRuntime
 import TeamLogStore
 import TestSupport
 import Testing
@@ -106,6 +107,43 @@ import Testing
         #expect(error?.code == .incompatibleFormat, "\(String(describing: error))")
         #expect(error?.message.contains("has format 1; this build reads format \(Store.format)") == true)
         #expect(error?.message.contains("`teamlog log`") == true)
+    }
+
+    /// Projections of another format (an older build's: format 4 ended every membership at a dismissal)
+    /// are a cache of the log: a reader refuses them and says how to rebuild, a writer rebuilds them at
+    /// open, and the rebuilt store answers as before.
+    @Test func projectionsOfAnotherFormatAreRebuiltByAWriter() throws {
+        let directory = TemporaryDirectory("proj-format")
+        let path = directory.child("store")
+        let lines = [
+            op("team.create", "own", ["team": "t1", "members": ["a", "b"]]),
+            op("team.create", "own", ["team": "t2", "members": ["a"]]),
+            op("team.dismiss", "own", ["team": "t1"]),
+        ]
+        var before: [JSONValue?] = []
+        do {
+            let store = try Store(path: path)
+            let processor = Processor(store: store) { _ in }
+            for (n, line) in lines.enumerated() { try processor.process(.text(number: n + 1, bytes: Array(line.utf8))) }
+            try processor.commit()
+            before = [try store.teamView("t1"), try store.teamView("t2")]
+            store.close()
+        }
+        do {
+            let env = try Environment(path: path + "/proj")
+            let meta = try env.open("meta", create: false, as: Database<UTF8String, RawBytes>.self)
+            try env.write { txn in try txn.put(meta, "format", BigEndianUInt64.encoded(4)) }
+        }
+        var readOnly = Store.Options()
+        readOnly.readOnly = true
+        let error = #expect(throws: StoreError.self) { try Store(path: path, options: readOnly) }
+        #expect(error?.code == .incompatibleFormat, "\(String(describing: error))")
+        #expect(error?.message.contains("have format 4") == true && error?.message.contains("a writer rebuilds") == true)
+        let store = try Store(path: path)
+        defer { store.close() }
+        #expect([try store.teamView("t1"), try store.teamView("t2")] == before)
+        #expect(before[0]?["memberCount"] == .int(0) && before[1]?["memberCount"] == .int(2))
+        #expect(try store.audit().ok)
     }
 
     // MARK: Issue 10.6: creation is one transaction
