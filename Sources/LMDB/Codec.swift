@@ -12,6 +12,7 @@ public protocol LMDBCodec {
 
 extension LMDBCodec {
     /// The encoding of `item` as a fresh array.
+    @inlinable
     public static func encoded(_ item: Item) -> [UInt8] {
         var out: [UInt8] = []
         encode(item, into: &out)

@@ -68,7 +68,9 @@ public class Transaction {
         try key.withUnsafeBytes { kb in try withValue(db, key: kb) { $0.map { Array($0) } } }
     }
 
-    /// The decoded value stored under `key`, or `nil`.
+    /// The decoded value stored under `key`, or `nil`. Inlinable, so a caller's codecs are specialized:
+    /// a generic call instantiated their metadata at every lookup (the writer's opId check, once per op).
+    @inlinable
     public func get<K, V>(_ db: Database<K, V>, _ key: K.Item) throws -> V.Item? {
         try K.encoded(key).withUnsafeBytes { kb in
             try withValue(db.handle, key: kb) { bytes -> V.Item? in
@@ -173,6 +175,7 @@ public final class WriteTransaction: Transaction {
     }
 
     /// Stores a typed value under a typed key.
+    @inlinable
     public func put<K, V>(_ db: Database<K, V>, _ key: K.Item, _ value: V.Item, flags: PutFlags = []) throws {
         try put(db.handle, key: K.encoded(key), value: V.encoded(value), flags: flags)
     }

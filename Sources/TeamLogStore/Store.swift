@@ -108,6 +108,8 @@ public final class Store {
 
     private var pendingEvents: [Event] = []
     private var pendingOpIds: [Id: OpIdOutcome] = [:]
+    /// The emptied events' buffer of the last committed batch, for the next one.
+    private var spareEvents: [Event]?
     /// The source position, outbox entries and confirmed publishes to write with the next commit.
     var pendingSource = SourceWrite()
     /// The external source position the committed log has consumed through (0: none; `Store+Source`).
@@ -466,6 +468,7 @@ public final class Store {
         committer?.wait(job)
         inFlight = nil
         inFlightOpIds.removeAll(keepingCapacity: true)
+        spareEvents = job.takeEventBuffer()
         if let error = job.error {
             let failure = commitFailure(error, seqs: committedSeq + 1...max(committedSeq + 1, job.head.lastSeq))
             failed = failure
@@ -508,7 +511,13 @@ public final class Store {
         }
         inFlight = job
         swap(&inFlightOpIds, &pendingOpIds)
-        pendingEvents.removeAll(keepingCapacity: true)
+        // The job shares the events' buffer: the next batch goes into the buffer of the one before it,
+        // which its job emptied on the committer's thread (`removeAll` would allocate a fresh one).
+        if let spare = spareEvents.take() {
+            pendingEvents = spare
+        } else {
+            pendingEvents.removeAll(keepingCapacity: true)
+        }
         pendingOpIds.removeAll(keepingCapacity: true)
         // Without readers, a commit encodes a bounded share of what changed and leaves the rest to the next
         // commits; readers need each commit's records at once (`readerRecords`).

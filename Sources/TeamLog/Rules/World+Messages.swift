@@ -204,7 +204,7 @@ extension World {
             if m.counts {
                 convs[key]!.countedTotal += 1
                 indexed(.counted(key, seq, ordinal: convs[key]!.countedTotal))
-                indexed(.own(key, sender, seq, ordinal: nextOrdinal(sender, key, \.ownTotal)))
+                indexed(.own(key, sender, seq, ordinal: nextOrdinal(sender, key, directed: false)))
             }
             if m.isStored && !m.disableUpdateLastMessage {
                 convs[key]!.last = ref
@@ -214,7 +214,7 @@ extension World {
             let updatesLast = m.isStored && !m.disableUpdateLastMessage
             MemberBits.forEachSlot(workspace.fanOut.receivers) { slot in
                 let user = slots[slot]!.user
-                if m.counts { indexed(.directed(key, user, seq, ordinal: nextOrdinal(user, key, \.directedTotal))) }
+                if m.counts { indexed(.directed(key, user, seq, ordinal: nextOrdinal(user, key, directed: true))) }
                 if updatesLast { setIndividualLast(user, key, ref) }
             }
             if updatesLast { setIndividualLast(sender, key, ref) }
@@ -255,7 +255,7 @@ extension World {
             convs[key] = ConvState()
             touch(.conv(key))
         }
-        if receives && m.counts { indexed(.directed(key, peer, seq, ordinal: nextOrdinal(peer, key, \.directedTotal))) }
+        if receives && m.counts { indexed(.directed(key, peer, seq, ordinal: nextOrdinal(peer, key, directed: true))) }
         if m.isStored && !m.disableUpdateLastMessage {
             let ref = MessageRef(seq: seq, messageId: m.messageId)
             if m.directedUserIds?.contains(peer) ?? true {
@@ -290,16 +290,21 @@ extension World {
 
     /// Numbers the next `own` or `directed` entry of `user` in a conversation: their running total, plus
     /// one. The user has a view of it (a member since their join; a p2p side since its first stored message).
-    private mutating func nextOrdinal(_ user: Id, _ key: ConvKey, _ total: WritableKeyPath<UserConv, UInt64>)
-        -> UInt64
-    {
-        var ordinal: UInt64 = 0
-        userConvs[user]!.modify(key) { uc in
-            precondition(uc.hasTotals, "\(user)'s view of \(key) was loaded without its totals")
-            uc[keyPath: total] += 1
-            ordinal = uc[keyPath: total]
-        }
-        precondition(ordinal > 0, "\(user) has no view of \(key)")
+    /// (A `Bool`, not a key path: a key path is looked up and applied at run time, once per receiver.)
+    private mutating func nextOrdinal(_ user: Id, _ key: ConvKey, directed: Bool) -> UInt64 {
+        let ordinal =
+            userConvs.withValue(forKey: user) { views in
+                views.modify(key) { uc -> UInt64 in
+                    precondition(uc.hasTotals, "\(user)'s view of \(key) was loaded without its totals")
+                    if directed {
+                        uc.directedTotal += 1
+                        return uc.directedTotal
+                    }
+                    uc.ownTotal += 1
+                    return uc.ownTotal
+                }
+            } ?? nil
+        guard let ordinal else { preconditionFailure("\(user) has no view of \(key)") }
         return ordinal
     }
 
