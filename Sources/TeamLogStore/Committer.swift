@@ -124,6 +124,14 @@ final class CommitJob: WriteJob, @unchecked Sendable {
     }
 }
 
+/// The next chunk of `CheckpointJob.appendChanges` to encode, shared by its two threads.
+private final class ChunkCounter: @unchecked Sendable {
+    private let next = Atomic<Int>(0)
+
+    /// A chunk no other call returned (past the last one once all are taken).
+    func take() -> Int { next.wrappingAdd(1, ordering: .relaxed).oldValue }
+}
+
 /// What a commit writes for a stream-fed store besides its events (`Store.stageSource`).
 struct SourceWrite {
     var position: UInt64?
@@ -182,9 +190,9 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
 
     /// Appends the projection records `state` marks as changed: table, key and value (`nil`: delete).
     ///
-    /// A large change set (a batch commit's, an audit's checkpoint) is encoded in two halves on two threads:
-    /// encoding only reads the state, and the half-buffers' order does not matter — each key is encoded
-    /// from the final state, so a key listed twice writes the same record twice. Small ones (a stream's
+    /// A large change set (a batch commit's, an audit's checkpoint) is encoded in chunks on two threads:
+    /// encoding only reads the state, and the order of the chunks' records does not matter — each key is
+    /// encoded from the final state, so a key listed twice writes the same record twice. Small ones (a stream's
     /// commit every few ms) stay on this thread: a thread's start would cost more than it saves.
     static func appendChanges(of state: World, to changes: inout RecordBuffer) {
         appendChanges(state.changes.appended, state.changes.dirty, of: state, to: &changes)
@@ -200,26 +208,57 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
             for key in second { ProjectionCodec.append(key, in: state, to: &changes) }
             return
         }
-        // The halves are ranges of `first` followed by `second`, walked in place: copying the keys into one
-        // array first (an enum with ids: a retain each) was a twentieth of a batch ingest's writer, with
-        // the page faults of a fresh array at every commit.
-        let total = first.count + second.count
-        let half = total / 2
-        let inFirst = min(half, first.count)
+        // Chunks of `first` and `second`, walked in place (copying the keys into one array, an enum with
+        // ids, a retain each, was a twentieth of a batch ingest's writer), handed out one at a time to
+        // whichever of the two threads asks next. Fixed halves made the writer wait for the helper's half
+        // whenever the other core was busy (parse, commit, checkpoint threads): `perf sched` showed the
+        // writer blocked ~4 ms (a scheduler tick) at most commits while the helper ran. Taking chunks, the
+        // writer encodes whatever the helper has not started.
+        let firstChunks = chunkBounds(first)
+        let secondChunks = chunkBounds(second)
+        let chunkCount = firstChunks.count + secondChunks.count
+        let next = ChunkCounter()
+        func encode(into buffer: inout RecordBuffer) {
+            while true {
+                let k = next.take()
+                if k < firstChunks.count {
+                    for key in first[firstChunks[k]] { ProjectionCodec.append(key, in: state, to: &buffer) }
+                } else if k < chunkCount {
+                    for key in second[secondChunks[k - firstChunks.count]] {
+                        ProjectionCodec.append(key, in: state, to: &buffer)
+                    }
+                } else {
+                    return
+                }
+            }
+        }
         let bytesPerKey = changes.isEmpty ? 64 : max(16, changes.byteCount / changes.count)
-        // Neither half throws; `inParallel` only rethrows what they throw.
+        let share = (first.count + second.count) / 2
+        // Neither side throws; `inParallel` only rethrows what they throw.
         let (_, later) = try! inParallel(
+            { encode(into: &changes) },
             {
-                for key in first.prefix(inFirst) { ProjectionCodec.append(key, in: state, to: &changes) }
-                for key in second.prefix(half - inFirst) { ProjectionCodec.append(key, in: state, to: &changes) }
-            },
-            {
-                var buffer = RecordBuffer(records: total - half, bytes: (total - half) * bytesPerKey)
-                for key in first.dropFirst(inFirst) { ProjectionCodec.append(key, in: state, to: &buffer) }
-                for key in second.dropFirst(half - inFirst) { ProjectionCodec.append(key, in: state, to: &buffer) }
+                var buffer = RecordBuffer(records: share, bytes: share * bytesPerKey)
+                encode(into: &buffer)
                 return buffer
             })
         changes.append(contentsOf: later)
+    }
+
+    /// Keys a chunk of `appendChanges` holds: ~50–100 µs of encoding.
+    static let encodingChunk = 256
+
+    /// `keys` cut into ranges of `encodingChunk` indices (a set's indices are walked once to find them).
+    private static func chunkBounds<C: Collection>(_ keys: C) -> [Range<C.Index>] {
+        var bounds: [Range<C.Index>] = []
+        bounds.reserveCapacity(keys.count / encodingChunk + 1)
+        var lower = keys.startIndex
+        while lower != keys.endIndex {
+            let upper = keys.index(lower, offsetBy: encodingChunk, limitedBy: keys.endIndex) ?? keys.endIndex
+            bounds.append(lower..<upper)
+            lower = upper
+        }
+        return bounds
     }
 
     /// Changed keys from which `appendChanges` encodes on two threads (small in debug builds, so the
