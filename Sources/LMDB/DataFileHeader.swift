@@ -166,6 +166,80 @@ public struct DataFileHeader: Sendable, Equatable {
         return header
     }
 
+    /// The two meta pages' transaction ids, read raw (no check of what they name): `nil` when the file is
+    /// missing, empty or not an LMDB data file. For deciding whether to roll back, before `read` checks a
+    /// meta that may name pages a power loss never wrote.
+    public static func metaTransactionIDs(directory: String) throws -> (UInt64, UInt64)? {
+        let path = directory + "/data.mdb"
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
+        }
+        defer { close(fd) }
+        guard let (first, second, _) = try rawMetaPages(fd, path: path) else { return nil }
+        return (field(first, 144, UInt64.self), field(second, 144, UInt64.self))
+    }
+
+    /// Makes the older meta page the current one again, by copying its `MDB_meta` over the newer one's (page
+    /// headers kept), and syncs: the environment opens at the transaction before the newest. For a commit
+    /// made without sync (`Environment.withUnsyncedCommit`) that a power loss may have torn — its meta on
+    /// disk, some of its pages not: LMDB never writes a transaction's pages over the pages of the one
+    /// before it, so the older meta still names a whole tree (what `MDB_PREVSNAPSHOT` of later LMDB
+    /// versions does at open). Call only with the environment closed everywhere (after a reboot, before
+    /// it is opened). Returns the transaction id now current.
+    @discardableResult
+    public static func rollBackUnflushedMeta(directory: String) throws -> UInt64 {
+        let path = directory + "/data.mdb"
+        let fd = open(path, O_RDWR | O_CLOEXEC)
+        if fd < 0 {
+            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
+        }
+        defer { close(fd) }
+        guard let (first, second, pageSize) = try rawMetaPages(fd, path: path) else {
+            throw LMDBError(code: .invalid, message: "not an LMDB data file", context: "roll back \(path)")
+        }
+        let (t0, t1) = (field(first, 144, UInt64.self), field(second, 144, UInt64.self))
+        guard t0 != t1 else { return t0 }
+        let (older, newerOffset) = t0 < t1 ? (first, pageSize) : (second, 0)
+        var meta = Array(older[16..<headerBytes])
+        // The copy's txnid one below the older's: LMDB opens at the older (the higher), the two still pair
+        // (`read`), and the next commit (the older's txnid + 1) writes this slot again, as its parity says.
+        let copyTxnid = min(t0, t1) > 0 ? min(t0, t1) - 1 : 0
+        withUnsafeBytes(of: copyTxnid.littleEndian) { meta.replaceSubrange((144 - 16)..<(152 - 16), with: $0) }
+        var written = 0
+        while written < meta.count {
+            let n = meta.withUnsafeBytes {
+                pwrite(fd, $0.baseAddress! + written, $0.count - written, off_t(newerOffset + 16 + written))
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "pwrite \(path)")
+            }
+            written += n
+        }
+        while fdatasync(fd) != 0 {
+            guard errno == EINTR else {
+                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "fdatasync \(path)")
+            }
+        }
+        return min(t0, t1)
+    }
+
+    /// The first `headerBytes` of meta pages 0 and 1, and the page size; `nil` for an empty or foreign file.
+    private static func rawMetaPages(_ fd: Int32, path: String) throws -> ([UInt8], [UInt8], Int)? {
+        var first = [UInt8](repeating: 0, count: headerBytes)
+        guard try readFully(fd, &first, at: 0, path: path) == headerBytes, field(first, 16, UInt32.self) == magic
+        else { return nil }
+        let pageSize = Int(field(first, 40, UInt32.self))
+        guard pageSize >= 512, pageSize <= 65536, pageSize & (pageSize - 1) == 0 else { return nil }
+        var second = [UInt8](repeating: 0, count: headerBytes)
+        guard try readFully(fd, &second, at: pageSize, path: path) == headerBytes,
+            field(second, 16, UInt32.self) == magic
+        else { return nil }
+        return (first, second, pageSize)
+    }
+
     private static func corrupted(_ path: String, _ what: String) -> LMDBError {
         LMDBError(code: .corrupted, message: what, context: "read header \(path)")
     }

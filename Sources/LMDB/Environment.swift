@@ -195,6 +195,43 @@ public final class Environment: @unchecked Sendable {
         return nil
     }
 
+    /// Runs `body` — a `write` — with `MDB_NOSYNC` set for it: its commit leaves the pages it wrote (data
+    /// and meta) in the page cache, unsynced, for `flushDataFile` to write out at its own pace. Until that
+    /// returns, a power loss may leave the new meta on disk without the pages it names: the caller must
+    /// be able to fall back to the previous meta (`DataFileHeader.rollBackUnflushedMeta`). A process crash
+    /// loses nothing (the page cache has it all). Only for an environment with one writing thread at a
+    /// time: the flag is the environment's.
+    public func withUnsyncedCommit<R>(_ body: () throws -> R) throws -> R {
+        guard !options.noSync else { return try body() }
+        try check(mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 1), "mdb_env_set_flags NOSYNC")
+        defer { mdb_env_set_flags(env, UInt32(MDB_NOSYNC), 0) }
+        return try body()
+    }
+
+    /// Makes every committed page of the data file durable, writing the dirty ones out range by range
+    /// (`rangeBytes` of the file at a time, each waited for) and then `fdatasync`: the writeback of an
+    /// unsynced commit spread over many small requests, so that another file's `fdatasync` on the same
+    /// device (the log's group commits) waits behind one range, not behind the whole commit — a 1-s
+    /// checkpoint writes ~200 MB of B-tree pages (BENCHMARKS, twenty-second session). Nothing when the
+    /// environment is `noSync`.
+    public func flushDataFile(rangeBytes: Int = 4 << 20) throws {
+        guard !options.noSync else { return }
+        var fd: Int32 = -1
+        try check(mdb_env_get_fd(env, &fd), "mdb_env_get_fd")
+        let length = Int(fileLength(fd) ?? 0)
+        var offset = 0
+        while offset < length {
+            // A file system without it (EINVAL, ENOSYS) or a pipe (ESPIPE): the `fdatasync` below does it all.
+            if clmdb_write_range(fd, Int64(offset), Int64(rangeBytes)) != 0 { break }
+            offset += rangeBytes
+        }
+        while fdatasync(fd) != 0 {
+            guard errno == EINTR else {
+                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "fdatasync \(path)")
+            }
+        }
+    }
+
     /// Flushes buffers to disk (useful with `noSync`).
     public func sync(force: Bool = true) throws {
         try check(mdb_env_sync(env, force ? 1 : 0), "mdb_env_sync")

@@ -294,6 +294,23 @@ public final class Store {
         if !readOnly && mkdir(path, 0o755) != 0 && errno != EEXIST {
             throw StoreError.system("cannot create projection directory \(path)", call: "mkdir", path: path)
         }
+        // A checkpoint commits without sync and flushes after (`FlushMarker`): after a reboot, a newest
+        // transaction past the one known flushed may be torn. A writer rolls it back (the checkpoint
+        // before it, and the log's tail after that, replayed as after any crash); a reader waits for one.
+        do {
+            if try FlushMarker.newestMayBeTorn(directory: path) {
+                if readOnly {
+                    throw StoreError(
+                        code: .corrupted,
+                        message: "the projections' last checkpoint (\(path)) was not known to be on disk before "
+                            + "the machine restarted; a writer (`teamlog ingest`) recovers it when it opens the store",
+                        path: path)
+                }
+                try DataFileHeader.rollBackUnflushedMeta(directory: path)
+            }
+        } catch let error as LMDBError {
+            throw StoreError.opening(path, error)
+        }
         let env: Environment
         do { env = try Environment(path: path, options: options) } catch let error as LMDBError {
             if readOnly, case .system(ENOENT) = error.code {
@@ -305,6 +322,13 @@ public final class Store {
             throw StoreError.opening(path, error)
         }
         if readOnly { return (env, try ProjectionDatabases(env: env, create: false)) }
+        if !options.noSync {
+            // What is in the page cache (an unsynced checkpoint a killed process left) is on disk from here
+            // on, and the marker says so: the next checkpoint's commit may be torn by a power loss, never
+            // an earlier one.
+            do { try env.sync(force: true) } catch let error as LMDBError { throw StoreError.opening(path, error) }
+            try FlushMarker(txnid: UInt64(env.lastTransactionID)).write(directory: path)
+        }
         if env.lastTransactionID == 0 { return (env, try ProjectionDatabases(env: env, create: true)) }
         do {
             return (env, try ProjectionDatabases(env: env, create: false))
