@@ -12,8 +12,8 @@ import LMDB
 /// A checkpoint commits without sync and then flushes its pages range by range (`CheckpointJob`), so that
 /// the log's group commits on the same device never queue behind a second's worth of B-tree pages at once.
 /// Until its flush is done, a power loss may leave the new meta page on disk without some of the pages it
-/// names. The rule at open, before LMDB maps the file: when the environment's newest transaction is past
-/// the one recorded here and the machine has rebooted since (a process crash keeps every written page in
+/// names. The rule at open, before LMDB maps the file: when the environment's newest transaction is the
+/// one after the one recorded here and the machine has rebooted since (a process crash keeps every written page in
 /// the page cache), the newest meta is rolled back to the one before it
 /// (`DataFileHeader.rollBackUnflushedMeta`): LMDB never writes a transaction's pages over those of the
 /// transaction before, so that one is whole — an older checkpoint, and the log's tail after it is
@@ -86,7 +86,9 @@ struct FlushMarker: Equatable {
         guard let marker = read(directory: directory), marker.bootID != padded(bootID),
             let (t0, t1) = try DataFileHeader.metaTransactionIDs(directory: directory)
         else { return false }
-        return max(t0, t1) > marker.txnid
+        // Only the transaction right after the recorded one is ever committed unflushed (`CheckpointJob`
+        // flushes and records before it commits); later ones were synced commits, which made it durable too.
+        return max(t0, t1) == marker.txnid + 1
     }
 
     private static func padded(_ id: [UInt8]) -> [UInt8] {

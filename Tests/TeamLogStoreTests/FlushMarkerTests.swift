@@ -117,6 +117,27 @@ import Testing
         #expect(try store.audit().ok)
     }
 
+    /// Only the transaction right after the recorded one can be unflushed: commits after it were synced
+    /// (a rebuild, a repair), and a checkpoint flushes and records what is before it first; a marker at
+    /// the newest, or one of this boot, leaves nothing to roll back.
+    @Test func onlyTheTransactionAfterTheRecordedOneCountsAsUnflushed() throws {
+        let directory = TemporaryDirectory("after")
+        let path = directory.child("store")
+        try Self.twoCheckpoints(path)
+        let proj = Self.projections(path)
+        let (t0, t1) = try #require(try DataFileHeader.metaTransactionIDs(directory: proj))
+        let newest = max(t0, t1)
+        let otherBoot = Array("11111111-1111-1111-1111-111111111111".utf8)
+        try FlushMarker(txnid: newest - 2, bootID: otherBoot).write(directory: proj)
+        #expect(try !FlushMarker.newestMayBeTorn(directory: proj))
+        try FlushMarker(txnid: newest - 1, bootID: otherBoot).write(directory: proj)
+        #expect(try FlushMarker.newestMayBeTorn(directory: proj))
+        try FlushMarker(txnid: newest, bootID: otherBoot).write(directory: proj)
+        #expect(try !FlushMarker.newestMayBeTorn(directory: proj))
+        try FlushMarker(txnid: newest - 1).write(directory: proj)
+        #expect(try !FlushMarker.newestMayBeTorn(directory: proj), "this boot: the page cache has it")
+    }
+
     @Test func aRolledBackEnvironmentOpensAtTheTransactionBefore() throws {
         let directory = TemporaryDirectory("rollback")
         let path = directory.child("env")
