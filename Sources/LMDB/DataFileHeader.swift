@@ -79,11 +79,7 @@ public struct DataFileHeader: Sendable, Equatable {
 
     private static func readOnce(directory: String) throws -> DataFileHeader? {
         let path = directory + "/data.mdb"
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT || errno == ENOTDIR { return nil }
-            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
-        }
+        guard let fd = try openDataFile(path, O_RDONLY) else { return nil }
         defer { close(fd) }
         var first = [UInt8](repeating: 0, count: headerBytes)
         let n = try readFully(fd, &first, at: 0, path: path)
@@ -171,11 +167,7 @@ public struct DataFileHeader: Sendable, Equatable {
     /// meta that may name pages a power loss never wrote.
     public static func metaTransactionIDs(directory: String) throws -> (UInt64, UInt64)? {
         let path = directory + "/data.mdb"
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        if fd < 0 {
-            if errno == ENOENT || errno == ENOTDIR { return nil }
-            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
-        }
+        guard let fd = try openDataFile(path, O_RDONLY) else { return nil }
         defer { close(fd) }
         guard let (first, second, _) = try rawMetaPages(fd, path: path) else { return nil }
         return (field(first, 144, UInt64.self), field(second, 144, UInt64.self))
@@ -191,9 +183,8 @@ public struct DataFileHeader: Sendable, Equatable {
     @discardableResult
     public static func rollBackUnflushedMeta(directory: String) throws -> UInt64 {
         let path = directory + "/data.mdb"
-        let fd = open(path, O_RDWR | O_CLOEXEC)
-        if fd < 0 {
-            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
+        guard let fd = try openDataFile(path, O_RDWR) else {
+            throw LMDBError(code: .system(ENOENT), message: String(cString: strerror(ENOENT)), context: "open \(path)")
         }
         defer { close(fd) }
         guard let (first, second, pageSize) = try rawMetaPages(fd, path: path) else {
@@ -224,6 +215,16 @@ public struct DataFileHeader: Sendable, Equatable {
             }
         }
         return min(t0, t1)
+    }
+
+    /// `path` opened with `flags` (close-on-exec); `nil` when there is no such file.
+    private static func openDataFile(_ path: String, _ flags: Int32) throws -> Int32? {
+        let fd = open(path, flags | O_CLOEXEC)
+        if fd < 0 {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
+        }
+        return fd
     }
 
     /// The first `headerBytes` of meta pages 0 and 1, and the page size; `nil` for an empty or foreign file.
