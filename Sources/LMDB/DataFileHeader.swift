@@ -209,11 +209,7 @@ public struct DataFileHeader: Sendable, Equatable {
             }
             written += n
         }
-        while fdatasync(fd) != 0 {
-            guard errno == EINTR else {
-                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "fdatasync \(path)")
-            }
-        }
+        try syncData(fd, path: path)
         return min(t0, t1)
     }
 
@@ -264,6 +260,15 @@ public struct DataFileHeader: Sendable, Equatable {
             done += n
         }
         return done
+    }
+}
+
+/// `fdatasync(fd)`, retried when interrupted; a failure is an error naming `path`.
+func syncData(_ fd: Int32, path: String) throws {
+    while fdatasync(fd) != 0 {
+        guard errno == EINTR else {
+            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "fdatasync \(path)")
+        }
     }
 }
 

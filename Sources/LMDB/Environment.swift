@@ -225,11 +225,7 @@ public final class Environment: @unchecked Sendable {
             if clmdb_write_range(fd, Int64(offset), Int64(rangeBytes)) != 0 { break }
             offset += rangeBytes
         }
-        while fdatasync(fd) != 0 {
-            guard errno == EINTR else {
-                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "fdatasync \(path)")
-            }
-        }
+        try syncData(fd, path: path)
     }
 
     /// Flushes buffers to disk (useful with `noSync`).

@@ -285,16 +285,9 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
         // Committed without sync, then flushed range by range and the marker rewritten (`FlushMarker`): one
         // `fdatasync` of a second's B-tree pages (~200 MB at 50,000 ops/s) held the log's group commits on
         // the same device behind it — the stream's once-a-second stops.
-        if !env.options.noSync, FlushMarker.read(directory: env.path)?.txnid != UInt64(env.lastTransactionID) {
-            // Only the transaction after the marker's may be unflushed (what a roll back at open relies on):
-            // after a flush that failed, or commits of other paths (a rebuild at open, a repair), the pages
-            // before this commit are made durable and recorded first.
-            try env.flushDataFile()
-            try FlushMarker(txnid: UInt64(env.lastTransactionID)).write(directory: env.path)
-        }
+        try FlushMarker.catchUp(env)
         try env.withUnsyncedCommit { try writeChanges(order) }
-        try env.flushDataFile()
-        if !env.options.noSync { try FlushMarker(txnid: UInt64(env.lastTransactionID)).write(directory: env.path) }
+        try FlushMarker.flush(env)
         // The pages this transaction read through the map stay resident in this process otherwise, until
         // its RSS holds the whole projection file; the page cache keeps them for the next reader. Not below
         // the budget: the writer would fault its hot pages in again.

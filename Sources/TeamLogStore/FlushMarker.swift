@@ -7,14 +7,14 @@ import LMDB
 #endif
 
 /// The projection environment's last transaction known to be on disk, and the boot of the machine that
-/// wrote that down: `proj/flushed`, 64 bytes rewritten after every checkpoint.
+/// wrote that down: `proj/flushed`, 60 bytes rewritten after every checkpoint.
 ///
 /// A checkpoint commits without sync and then flushes its pages range by range (`CheckpointJob`), so that
 /// the log's group commits on the same device never queue behind a second's worth of B-tree pages at once.
 /// Until its flush is done, a power loss may leave the new meta page on disk without some of the pages it
 /// names. The rule at open, before LMDB maps the file: when the environment's newest transaction is the
-/// one after the one recorded here and the machine has rebooted since (a process crash keeps every written page in
-/// the page cache), the newest meta is rolled back to the one before it
+/// one after the one recorded here and the machine has rebooted since (a process crash keeps every written
+/// page in the page cache), the newest meta is rolled back to the one before it
 /// (`DataFileHeader.rollBackUnflushedMeta`): LMDB never writes a transaction's pages over those of the
 /// transaction before, so that one is whole — an older checkpoint, and the log's tail after it is
 /// replayed as after any crash. A reader in another process refuses such an environment until a writer
@@ -68,6 +68,22 @@ struct FlushMarker: Equatable {
         while fdatasync(fd) != 0 {
             guard errno == EINTR else { throw StoreError.system("cannot sync \(path)", call: "fdatasync", path: path) }
         }
+    }
+
+    /// Makes every committed page of `env` durable (`Environment.flushDataFile`) and records its last
+    /// transaction as flushed; nothing for a `noSync` environment, which promises nothing on disk.
+    static func flush(_ env: Environment) throws {
+        guard !env.options.noSync else { return }
+        try env.flushDataFile()
+        try FlushMarker(txnid: UInt64(env.lastTransactionID)).write(directory: env.path)
+    }
+
+    /// `flush` when the marker is behind `env`'s last transaction — after a flush that failed, or synced
+    /// commits of other paths (a rebuild at open, a repair) — so that the commit about to be made without
+    /// sync is the only one that can be unflushed (what the roll back at open relies on).
+    static func catchUp(_ env: Environment) throws {
+        guard !env.options.noSync, read(directory: env.path)?.txnid != UInt64(env.lastTransactionID) else { return }
+        try flush(env)
     }
 
     /// This boot's id (36 bytes; empty where the system has none, which makes every open the same boot).

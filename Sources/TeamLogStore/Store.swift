@@ -322,13 +322,9 @@ public final class Store {
             throw StoreError.opening(path, error)
         }
         if readOnly { return (env, try ProjectionDatabases(env: env, create: false)) }
-        if !options.noSync {
-            // What is in the page cache (an unsynced checkpoint a killed process left) is on disk from here
-            // on, and the marker says so: the next checkpoint's commit may be torn by a power loss, never
-            // an earlier one.
-            do { try env.sync(force: true) } catch let error as LMDBError { throw StoreError.opening(path, error) }
-            try FlushMarker(txnid: UInt64(env.lastTransactionID)).write(directory: path)
-        }
+        // What is in the page cache (an unsynced checkpoint a killed process left) is on disk from here on,
+        // and the marker says so: the next checkpoint's commit may be torn by a power loss, never an earlier one.
+        do { try FlushMarker.flush(env) } catch let error as LMDBError { throw StoreError.opening(path, error) }
         if env.lastTransactionID == 0 { return (env, try ProjectionDatabases(env: env, create: true)) }
         do {
             return (env, try ProjectionDatabases(env: env, create: false))

@@ -138,6 +138,29 @@ import Testing
         #expect(try !FlushMarker.newestMayBeTorn(directory: proj), "this boot: the page cache has it")
     }
 
+    /// A marker behind the environment (a failed flush, a synced commit of another path) is caught up
+    /// before a checkpoint commits without sync; a `noSync` environment never gets one.
+    @Test func aLaggingMarkerIsCaughtUpAndANoSyncEnvironmentHasNone() throws {
+        let directory = TemporaryDirectory("catchup")
+        let path = directory.child("env")
+        let env = try Environment(path: path)
+        let db = try env.open("things", as: Database<UTF8String, UTF8String>.self)
+        try FlushMarker.flush(env)
+        try env.write { txn in try txn.put(db, "a", "b") }
+        #expect(FlushMarker.read(directory: path)?.txnid == UInt64(env.lastTransactionID - 1))
+        try FlushMarker.catchUp(env)
+        #expect(FlushMarker.read(directory: path)?.txnid == UInt64(env.lastTransactionID))
+
+        var options = Environment.Options()
+        options.noSync = true
+        let unsynced = directory.child("nosync")
+        let other = try Environment(path: unsynced, options: options)
+        _ = try other.open("things", as: Database<UTF8String, UTF8String>.self)
+        try FlushMarker.flush(other)
+        try FlushMarker.catchUp(other)
+        #expect(FlushMarker.read(directory: unsynced) == nil)
+    }
+
     @Test func aRolledBackEnvironmentOpensAtTheTransactionBefore() throws {
         let directory = TemporaryDirectory("rollback")
         let path = directory.child("env")
