@@ -233,9 +233,15 @@ public final class Environment: @unchecked Sendable {
         try check(mdb_env_sync(env, force ? 1 : 0), "mdb_env_sync")
     }
 
-    /// Copies the environment to directory `path` (a consistent snapshot; compacting).
+    /// Copies the environment to the existing directory `path` as `data.mdb`: one read snapshot of every
+    /// database, compacted (live pages only, renumbered; its one transaction has id 1), written beside a
+    /// writer that goes on committing (which cannot reuse the pages freed meanwhile: the file may grow
+    /// while the copy runs). The new file must not exist. Then the file and the directory are synced:
+    /// `mdb_env_copy2` itself never syncs. Readable in another process as it is written, so a caller can
+    /// watch its size for progress.
     public func copy(to path: String) throws {
         try check(mdb_env_copy2(env, path, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2 \(path)")
+        try syncFileAndDirectory(path + "/data.mdb", directory: path)
     }
 
     /// Opens (creating when `create` and writable) the named database.
@@ -389,4 +395,21 @@ public struct DatabaseStat: Sendable, Equatable {
     public var pages: Int
     /// Page size in bytes.
     public var pageSize: Int
+}
+
+/// Syncs a new file's data and then its directory's entries (`fsync`: `fdatasync` on a directory is not
+/// allowed everywhere).
+private func syncFileAndDirectory(_ file: String, directory: String) throws {
+    for (path, flags) in [(file, O_RDONLY), (directory, O_RDONLY | O_DIRECTORY)] {
+        let fd = open(path, flags | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
+        }
+        defer { close(fd) }
+        while (path == directory ? fsync(fd) : fdatasync(fd)) != 0 {
+            guard errno == EINTR else {
+                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "sync \(path)")
+            }
+        }
+    }
 }

@@ -1,0 +1,139 @@
+import LMDB
+public import TeamLog
+import TeamLogThreads
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What `Store.backup(to:progress:)` made.
+public struct BackupReport: Sendable {
+    /// The new store's directory.
+    public var path: String
+    /// The copied log's last seq.
+    public var headSeq: UInt64
+    /// The copied projections' checkpoint (at or before `headSeq`).
+    public var checkpointSeq: UInt64
+    /// Events a writer opening the copy replays after its checkpoint (`headSeq - checkpointSeq`).
+    public var lag: UInt64 { headSeq - checkpointSeq }
+    /// The sizes of the copy's two data files (compacted: live pages only).
+    public var logBytes: Int
+    public var projectionBytes: Int
+
+    /// The report as JSON.
+    public var json: JSONValue {
+        .object([
+            ("path", .string(path)), ("headSeq", .int(Int64(headSeq))),
+            ("checkpointSeq", .int(Int64(checkpointSeq))), ("lag", .int(Int64(lag))),
+            ("logBytes", .int(Int64(logBytes))), ("projectionBytes", .int(Int64(projectionBytes))),
+        ])
+    }
+}
+
+/// Hot backups: a consistent copy of a store that a writer may be writing, in a new directory.
+extension Store {
+    /// Copies this store to the new directory `path` (created; an existing one must be empty), beside a
+    /// writer that goes on working — from the writer's own `Store` or from a reader in another process.
+    ///
+    /// The projection environment is copied first and the log second, each from one read snapshot and
+    /// compacted (`Environment.copy(to:)`). A checkpoint is written only after the log holds its seq, so
+    /// the copied projections are at or before the copied log's head, and the copy is a store as a crash
+    /// at that moment would have left it: a writer opening it replays the log after the checkpoint
+    /// (`BackupReport.lag` events, about one checkpoint interval), readers answer as of the checkpoint at
+    /// once, and `teamlog audit` checks it like any store. Both files and directories are synced before
+    /// this returns; the copy is then opened as a reader to report its positions (which checks it opens).
+    ///
+    /// `progress`, when given, is called on this thread about every 100 ms with the bytes written so far.
+    /// On failure the directory is removed when this call created it, emptied otherwise.
+    public func backup(to path: String, progress: ((Int) -> Void)? = nil) throws -> BackupReport {
+        let created = mkdir(path, 0o755) == 0
+        if !created {
+            let error = errno
+            guard error == EEXIST, isEmptyDirectory(path) else {
+                throw StoreError(
+                    code: .other,
+                    message: error == EEXIST
+                        ? "backup destination \(path) exists and is not an empty directory; name a new one"
+                        : "cannot create backup directory \(path)",
+                    cause: error == EEXIST ? nil : SystemCallError("mkdir", error), path: path)
+            }
+        }
+        let projPath = path + "/" + ProjectionDatabases.directory
+        do {
+            guard mkdir(projPath, 0o755) == 0 else {
+                throw StoreError.system("cannot create \(projPath)", call: "mkdir", path: projPath)
+            }
+            try copyEnvironments(to: path, projPath: projPath, progress: progress)
+            var options = Options()
+            options.readOnly = true
+            let copy = try Store(path: path, options: options, loadState: false)
+            defer { copy.close() }
+            let status = try copy.status()
+            return BackupReport(
+                path: path, headSeq: status.headSeq, checkpointSeq: status.checkpointSeq,
+                logBytes: Self.fileSize(path + "/data.mdb"), projectionBytes: Self.fileSize(projPath + "/data.mdb"))
+        } catch {
+            if created {
+                removeDirectoryTree(path)
+            } else {
+                removeDirectoryTree(projPath)
+                for name in ["data.mdb", "lock.mdb"] { unlink(path + "/" + name) }
+            }
+            throw error
+        }
+    }
+
+    /// The two copies, projections first; on another thread when `progress` watches their sizes here.
+    private func copyEnvironments(to path: String, projPath: String, progress: ((Int) -> Void)?) throws {
+        func copyBoth() throws {
+            do {
+                try projectionEnv.copy(to: projPath)
+                try env.copy(to: path)
+            } catch let error as LMDBError {
+                throw StoreError(code: .lmdb, message: "backup to \(path) failed: \(error)", cause: error, path: path)
+            }
+        }
+        guard let progress else { return try copyBoth() }
+        let monitor = Monitor()
+        var done = false
+        let files = [projPath + "/data.mdb", path + "/data.mdb"]
+        _ = try inParallel(
+            {
+                while true {
+                    let finished = monitor.locked { monitor.wait(until: { done }, timeoutMs: 100) }
+                    progress(files.reduce(0) { $0 + Self.fileSize($1) })
+                    if finished { return }
+                }
+            },
+            {
+                defer {
+                    monitor.locked {
+                        done = true
+                        monitor.broadcast()
+                    }
+                }
+                try copyBoth()
+            })
+    }
+
+    /// A file's size in bytes; 0 when it does not exist (yet).
+    static func fileSize(_ path: String) -> Int {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : 0
+    }
+}
+
+/// Whether `path` is a directory with no entries.
+private func isEmptyDirectory(_ path: String) -> Bool {
+    guard let dir = opendir(path) else { return false }
+    defer { closedir(dir) }
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+        }
+        if name != "." && name != ".." { return false }
+    }
+    return true
+}

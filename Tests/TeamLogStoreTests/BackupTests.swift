@@ -1,0 +1,161 @@
+import LMDB
+import TeamLog
+import TeamLogRuntime
+import TestSupport
+import Testing
+
+@testable import TeamLogStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `teamlog backup` / `Store.backup(to:)`: a hot copy of a store, projections first and then the log,
+/// each from one snapshot. The copy is the store as a crash at that moment would have left it: its log is
+/// a prefix of the source's (the same chained hash at its head), its projections are at a checkpoint at or
+/// before that head, it audits clean, a writer opening it replays exactly the lag, and fed the whole input
+/// again it ends where the source ended, table for table.
+@Suite struct BackupTests {
+    static let lines = TeamWorkloadProbe.lines(count: 1_200, seed: 31)
+
+    /// Feeds `lines[range]` to `processor`, committing every `batch` lines.
+    static func feed(_ processor: Processor, _ range: Range<Int>, batch: Int = 50) throws {
+        for n in range {
+            try processor.process(.text(number: n + 1, bytes: Array(Self.lines[n].utf8)))
+            if (n + 1) % batch == 0 { try processor.commit() }
+        }
+        try processor.commit()
+    }
+
+    /// Opens the copy at `path` as a writer, checks the replay at open and the audit, feeds every line
+    /// again (those it holds come back as duplicates, by opId) and compares its tables with `source`'s.
+    static func resumeAndCompare(_ path: String, report: BackupReport, source: String) throws {
+        let copy = try Store(path: path)
+        #expect(copy.replayedAtOpen == Int(report.lag), "a writer replays the log after the copied checkpoint")
+        #expect(try copy.head().seq == report.headSeq)
+        let audit = try copy.audit()
+        #expect(audit.ok, "the copy audits clean: \(audit)")
+        try feed(Processor(store: copy, clock: { 1_000_000 }) { _ in }, 0..<lines.count)
+        try copy.checkpointNow()
+        let copied = try CrashSafetyTests.storedTables(copy)
+        let copiedHead = try copy.head().seq
+        copy.close()
+        let original = try Store(path: source)
+        defer { original.close() }
+        #expect(copiedHead == (try original.head().seq))
+        #expect(copied == (try CrashSafetyTests.storedTables(original)), "resumed from the copy, the same tables")
+    }
+
+    @Test func aWritersOwnBackupIsItsStoreAtThatMomentAndResumes() throws {
+        let directory = TemporaryDirectory("backup-own")
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: 400))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        try Self.feed(processor, 0..<700)
+        store.finishCheckpoint()  // the one in flight, if any: its position is then `store.checkpoint`
+        try #require(store.checkpoint.seq > 0 && store.checkpoint.seq < store.committedSeq, "the copy is taken with a log tail after the checkpoint")
+
+        let copyPath = directory.child("copy")
+        var positions: [Int] = []
+        let report = try store.backup(to: copyPath, progress: { positions.append($0) })
+        #expect(report.headSeq == store.committedSeq)
+        #expect(report.checkpointSeq == store.checkpoint.seq)
+        #expect(report.lag > 0)
+        #expect(report.path == copyPath)
+        #expect(report.logBytes == Store.fileSize(copyPath + "/data.mdb") && report.logBytes > 0)
+        #expect(report.projectionBytes == Store.fileSize(copyPath + "/proj/data.mdb") && report.projectionBytes > 0)
+        #expect(positions.last == report.logBytes + report.projectionBytes, "the last progress call counts both files")
+        // The copy's head carries the source's chained hash at that seq: the same log up to it.
+        #expect(try store.env.read { txn in try store.recordHash(report.headSeq, in: txn) } == {
+            let reader = try Store(path: copyPath, options: Self.readOnly, loadState: false)
+            defer { reader.close() }
+            return reader.lastHash
+        }())
+
+        // The writer goes on after the backup; then the copy, resumed, catches up with it.
+        try Self.feed(processor, 700..<Self.lines.count)
+        store.close()
+        try Self.resumeAndCompare(copyPath, report: report, source: path)
+    }
+
+    @Test func anotherProcessBacksUpALiveWriterWithProgress() throws {
+        let directory = TemporaryDirectory("backup-live")
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: 300))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        try Self.feed(processor, 0..<400)
+
+        // `teamlog backup` runs while this writer keeps committing batches of 20 lines.
+        let copyPath = directory.child("copy")
+        let child = try ChildProcess(
+            TestSupport.teamlogExecutable, ["backup", "--store", path, "--to", copyPath, "--json"],
+            environment: ["TEAMLOG_PROGRESS": "always", "TEAMLOG_PROGRESS_INTERVAL_MS": "0"],
+            stderr: directory.child("backup.err"))
+        var fed = 400
+        var output: [String] = []
+        while !child.reachedEnd {
+            if fed < Self.lines.count {
+                let next = min(fed + 20, Self.lines.count)
+                try Self.feed(processor, fed..<next)
+                fed = next
+            }
+            if let line = try child.readLine(timeout: fed < Self.lines.count ? 0.001 : 5) { output.append(line) }
+        }
+        #expect(child.wait() == .exited(0), "\(readTextFile(directory.child("backup.err")))")
+        try Self.feed(processor, fed..<Self.lines.count)
+        let sourceHead = store.committedSeq
+        store.close()
+
+        let json = try JSONParser.parse(try #require(output.last))
+        let head = UInt64(try #require(json["headSeq"]?.intValue))
+        let checkpoint = UInt64(try #require(json["checkpointSeq"]?.intValue))
+        #expect(json["path"]?.stringValue == copyPath)
+        #expect(checkpoint <= head && head <= sourceHead && head >= 400)
+        #expect(json["lag"]?.intValue == Int64(head - checkpoint))
+        #expect(readTextFile(directory.child("backup.err")).contains("backup "), "a progress frame on stderr")
+
+        let source = try Store(path: path, options: Self.readOnly, loadState: false)
+        let sourceHash = try source.env.read { txn in try source.recordHash(head, in: txn) }
+        source.close()
+        let reader = try Store(path: copyPath, options: Self.readOnly, loadState: false)
+        #expect(reader.lastHash == sourceHash, "the copy's log is the source's up to its head")
+        reader.close()
+        let report = BackupReport(path: copyPath, headSeq: head, checkpointSeq: checkpoint, logBytes: 0, projectionBytes: 0)
+        try Self.resumeAndCompare(copyPath, report: report, source: path)
+    }
+
+    @Test func aDestinationThatHoldsAnythingIsRefusedUntouched() throws {
+        let directory = TemporaryDirectory("backup-refused")
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: 100))
+        defer { store.close() }
+        try Self.feed(Processor(store: store, clock: { 1_000_000 }) { _ in }, 0..<150)
+
+        let occupied = directory.child("occupied")
+        #expect(mkdir(occupied, 0o755) == 0)
+        try CrashSafetyTests.writeFile(occupied + "/keep.txt", Array("mine".utf8))
+        #expect(throws: StoreError.self) { try store.backup(to: occupied) }
+        #expect(readTextFile(occupied + "/keep.txt") == "mine")
+        #expect(Store.fileSize(occupied + "/data.mdb") == 0 && access(occupied + "/proj", F_OK) != 0)
+
+        // An empty directory is taken; a path under a missing one is refused and leaves nothing.
+        let empty = directory.child("empty")
+        #expect(mkdir(empty, 0o755) == 0)
+        #expect(try store.backup(to: empty).headSeq == store.committedSeq)
+        #expect(throws: StoreError.self) { try store.backup(to: directory.child("missing/copy")) }
+        #expect(access(directory.child("missing"), F_OK) != 0)
+
+        // The CLI says why and exits non-zero.
+        let cli = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["backup", "--store", path, "--to", occupied],
+            stderr: directory.child("cli.err"), timeout: 60)
+        #expect(cli.status != .exited(0))
+        #expect(readTextFile(directory.child("cli.err")).contains("exists and is not an empty directory"))
+    }
+
+    static var readOnly: Store.Options {
+        var options = Store.Options()
+        options.readOnly = true
+        return options
+    }
+}
