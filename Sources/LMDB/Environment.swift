@@ -236,13 +236,32 @@ public final class Environment: @unchecked Sendable {
     /// Copies the environment to the existing directory `path` as `data.mdb`: one read snapshot of every
     /// database, compacted (live pages only, renumbered; its one transaction has id 1), written beside a
     /// writer that goes on committing (which cannot reuse the pages freed meanwhile: the file may grow
-    /// while the copy runs). The new file must not exist. Then the file and the directory are synced:
-    /// `mdb_env_copy2` itself never syncs. Readable in another process as it is written, so a caller can
-    /// watch its size for progress.
+    /// while the copy runs). The copy is written to `data.mdb.partial` (which must not exist), synced,
+    /// renamed to `data.mdb` and the directory synced: `data.mdb` appears whole or not at all, whenever
+    /// the process dies (`mdb_env_copy2` would write `data.mdb` in place and never sync). Readable in
+    /// another process as it is written, so a caller can watch its size for progress
+    /// (`copyInProgress(in:)`).
     public func copy(to path: String) throws {
-        try check(mdb_env_copy2(env, path, UInt32(MDB_CP_COMPACT)), "mdb_env_copy2 \(path)")
-        try syncFileAndDirectory(path + "/data.mdb", directory: path)
+        let final = path + "/data.mdb"
+        let partial = Self.copyInProgress(in: path)
+        let fd = try createNewFile(partial)
+        var isOpen = true
+        defer { if isOpen { close(fd) } }
+        do {
+            try check(mdb_env_copyfd2(env, fd, UInt32(MDB_CP_COMPACT)), "mdb_env_copyfd2 \(partial)")
+            while fdatasync(fd) != 0 { guard errno == EINTR else { throw systemError("fdatasync \(partial)") } }
+            isOpen = false
+            guard close(fd) == 0 else { throw systemError("close \(partial)") }
+            guard rename(partial, final) == 0 else { throw systemError("rename \(partial)") }
+            try syncDirectory(path)
+        } catch {
+            unlink(partial)
+            throw error
+        }
     }
+
+    /// The file `copy(to: path)` writes before renaming it `data.mdb`.
+    public static func copyInProgress(in path: String) -> String { path + "/data.mdb.partial" }
 
     /// Opens (creating when `create` and writable) the named database.
     public func open<K, V>(_ name: String, create: Bool = true, as: Database<K, V>.Type = Database<K, V>.self)
@@ -397,19 +416,22 @@ public struct DatabaseStat: Sendable, Equatable {
     public var pageSize: Int
 }
 
-/// Syncs a new file's data and then its directory's entries (`fsync`: `fdatasync` on a directory is not
-/// allowed everywhere).
-private func syncFileAndDirectory(_ file: String, directory: String) throws {
-    for (path, flags) in [(file, O_RDONLY), (directory, O_RDONLY | O_DIRECTORY)] {
-        let fd = open(path, flags | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "open \(path)")
-        }
-        defer { close(fd) }
-        while (path == directory ? fsync(fd) : fdatasync(fd)) != 0 {
-            guard errno == EINTR else {
-                throw LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: "sync \(path)")
-            }
-        }
-    }
+/// Creates `path`, which must not exist, for writing; its descriptor.
+private func createNewFile(_ path: String) throws -> Int32 {
+    let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw systemError("open \(path)") }
+    return fd
+}
+
+/// Syncs a directory's entries (`fsync`: `fdatasync` on a directory is not allowed everywhere).
+private func syncDirectory(_ path: String) throws {
+    let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard fd >= 0 else { throw systemError("open \(path)") }
+    defer { close(fd) }
+    while fsync(fd) != 0 { guard errno == EINTR else { throw systemError("fsync \(path)") } }
+}
+
+/// The last system call's failure (`errno`), with what was being done.
+private func systemError(_ context: String) -> LMDBError {
+    LMDBError(code: .system(errno), message: String(cString: strerror(errno)), context: context)
 }

@@ -80,6 +80,7 @@ extension Store {
             } else {
                 removeDirectoryTree(projPath)
                 for name in ["data.mdb", "lock.mdb"] { unlink(path + "/" + name) }
+                unlink(Environment.copyInProgress(in: path))
             }
             throw error
         }
@@ -98,7 +99,8 @@ extension Store {
         guard let progress else { return try copyBoth() }
         let monitor = Monitor()
         var done = false
-        let files = [projPath + "/data.mdb", path + "/data.mdb"]
+        // Each copy is written under another name and renamed when whole (`Environment.copy(to:)`).
+        let files = [projPath, path].flatMap { [$0 + "/data.mdb", Environment.copyInProgress(in: $0)] }
         _ = try inParallel(
             {
                 while true {

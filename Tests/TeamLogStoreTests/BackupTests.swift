@@ -1,6 +1,7 @@
 import LMDB
 import TeamLog
 import TeamLogRuntime
+import TeamLogThreads
 import TestSupport
 import Testing
 
@@ -151,6 +152,58 @@ import Testing
             stderr: directory.child("cli.err"), timeout: 60)
         #expect(cli.status != .exited(0))
         #expect(readTextFile(directory.child("cli.err")).contains("exists and is not an empty directory"))
+    }
+
+    /// `teamlog backup` killed with SIGKILL at seeded moments, half of them as soon as the log's copy has
+    /// begun: each file of the copy is written under another name and renamed when whole and synced, so
+    /// the copy's `data.mdb` exists only complete — a directory the kill left either holds a whole store
+    /// that audits clean or is refused as a store (never a truncated log, nor one a writer would append
+    /// to). A new backup after them succeeds.
+    @Test func aKilledBackupLeavesAWholeCopyOrNone() throws {
+        let directory = TemporaryDirectory("backup-killed")
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: 2_000))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        for (n, line) in TeamWorkloadProbe.lines(count: 16_000, seed: 43).enumerated() {
+            try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
+            if (n + 1) % 500 == 0 { try processor.commit() }
+        }
+        try processor.commit()
+        store.close()
+
+        var random = SeededRandom(41)
+        for point in 0..<10 {
+            let copyPath = directory.child("copy\(point)")
+            let child = try ChildProcess(TestSupport.teamlogExecutable, ["backup", "--store", path, "--to", copyPath])
+            if point % 2 == 0 {
+                usleep(UInt32(random.below(60_000)))
+            } else {
+                // The log's file, under whatever name it is being written, appears: the kill lands in its copy.
+                let deadline = MonotonicClock.seconds() + 10
+                while access(copyPath + "/data.mdb", F_OK) != 0
+                    && access(Environment.copyInProgress(in: copyPath), F_OK) != 0 && MonotonicClock.seconds() < deadline
+                {
+                    usleep(50)
+                }
+                usleep(UInt32(random.below(300)))
+            }
+            child.kill(SIGKILL)
+            _ = child.wait()
+            if access(copyPath + "/data.mdb", F_OK) == 0 {
+                let copy = try Store(path: copyPath, options: Self.readOnly, loadState: false)
+                let audit = try copy.audit()
+                #expect(audit.ok, "kill \(point): a copy with its log file is whole: \(audit)")
+                copy.close()
+            } else {
+                #expect(throws: StoreError.self, "kill \(point): no log file, no store") {
+                    try Store(path: copyPath, options: Self.readOnly, loadState: false)
+                }
+            }
+        }
+        let source = try Store(path: path, options: Self.readOnly, loadState: false)
+        defer { source.close() }
+        let report = try source.backup(to: directory.child("after"))
+        #expect(report.headSeq == (try source.head().seq) && report.lag == 0)
     }
 
     static var readOnly: Store.Options {
