@@ -59,7 +59,7 @@ let package = Package(
             providers: [.apt(["libnats-dev"])]
         ),
         // MARK: The safe wrapper: the only target that imports CLMDB
-        .target(name: "LMDB", dependencies: ["CLMDB"], swiftSettings: swiftSettings),
+        .target(name: "LMDB", dependencies: ["CLMDB", "TeamLogThreads"], swiftSettings: swiftSettings),
         // MARK: The safe NATS / JetStream client: the only target that imports CNATS
         .target(name: "NATS", dependencies: ["CNATS", "TeamLogThreads"], swiftSettings: swiftSettings),
         // MARK: Real nats-server processes (single node and cluster) for tests, the demo and benchmarks

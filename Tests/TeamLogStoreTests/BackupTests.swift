@@ -206,6 +206,42 @@ import Testing
         #expect(report.headSeq == (try source.head().seq) && report.lag == 0)
     }
 
+    /// A reader opened before a writer in another process grew both maps (`MDB_MAP_RESIZED` when the
+    /// copy begins its snapshot): the copy adopts the new size and starts again, and copies the grown store.
+    @Test func aBackupAdoptsMapsAnotherProcessGrew() throws {
+        let directory = TemporaryDirectory("backup-resized")
+        let path = directory.child("store")
+        let lines = TeamWorkloadProbe.lines(count: 12_000, seed: 47)
+        let store = try Store(path: path)
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        for (n, line) in lines.prefix(200).enumerated() {
+            try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
+        }
+        try processor.commit()
+        store.close()
+
+        let reader = try Store(path: path, options: Self.readOnly, loadState: false)
+        defer { reader.close() }
+        let (logMap, projectionMap) = (reader.env.mapSize, reader.projectionEnv.mapSize)
+        let file = directory.child("more.jsonl")
+        try CrashSafetyTests.writeFile(file, Array(lines.dropFirst(200).joined(separator: "\n").utf8) + [0x0A])
+        let more = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", file, "--store", path, "--emit", "none"],
+            stderr: directory.child("ingest.err"), timeout: 120)
+        try #require(more.status == .exited(0), "\(readTextFile(directory.child("ingest.err")))")
+        let grownMaps = try [path, path + "/proj"].map { try #require(try DataFileHeader.read(directory: $0)).current.mapSize }
+        try #require(
+            grownMaps[0] > UInt64(logMap) && grownMaps[1] > UInt64(projectionMap),
+            "the writer grew both maps past the reader's: \(grownMaps) against \(logMap), \(projectionMap)")
+
+        let report = try reader.backup(to: directory.child("copy"))
+        let grown = try Store(path: path, options: Self.readOnly, loadState: false)
+        defer { grown.close() }
+        let status = try grown.status()
+        #expect(report.headSeq == status.headSeq && report.checkpointSeq == status.checkpointSeq)
+        #expect(report.lag == 0)
+    }
+
     static var readOnly: Store.Options {
         var options = Store.Options()
         options.readOnly = true

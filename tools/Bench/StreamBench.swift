@@ -4,7 +4,7 @@
 //   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
 //   .build/release/teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N]
 //                                [--stream-live-warm-up N] [--flush-ms T] [--stream-emit all|events]
-//                                [--seed S] [--max-team N] [--out DIR]
+//                                [--seed S] [--max-team N] [--out DIR] [--stream-backup-at S]
 //
 // Generates issue 11's chat workload with teamlog-gen, ingests its first `--stream-warm-up` ops into a new
 // store (untimed: the teams exist and have history) — all but the last `--stream-live-warm-up` with
@@ -15,6 +15,9 @@
 // thread reads its stdout. A line's latency is from when it was due — not when the bench managed to write
 // it, so a child that stops reading is charged for the wait (no coordinated omission) — to when the
 // record naming its line number was read. Writes DIR/stream.md.
+//
+// `--stream-backup-at S`: S seconds into the timed part, `teamlog backup` copies the live store from
+// another process; the report gives its duration and the latencies of the lines due while it ran.
 
 import TeamLogStore
 import TeamLogThreads
@@ -46,6 +49,8 @@ struct StreamBench {
         var childArguments: [String] = []
         /// Each timed line's due time (s from the start) and latency (ms), one per line, for finding stalls.
         var latencyLog: String?
+        /// Seconds into the timed part at which `teamlog backup` copies the live store (`nil`: none).
+        var backupAt: Double?
     }
 
     let options: Options
@@ -71,6 +76,11 @@ struct StreamBench {
         /// The untimed batch warm-up (`teamlog ingest FILE` into an empty store): its ops and its child's CPU
         /// seconds — a reference for how fast the host runs this hour, taken in the same run.
         var batchWarmUp: (ops: Int, cpuSeconds: Double)?
+        /// `--stream-backup-at`: when the backup ran (s from the first line due), how it ended, its output,
+        /// and the latencies (ms, sorted) of the lines due in that window and of the others.
+        var backup: (from: Double, to: Double, run: ChildRun, output: String)?
+        var latenciesDuringBackup: [Double] = []
+        var latenciesOutsideBackup: [Double] = []
 
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
@@ -169,6 +179,21 @@ struct StreamBench {
         let threadsAtClose = SharedThreadCPU()
         let threadsAtStart = ThreadCPU.read(child.pid)
         let start = now() + 0.01
+        let backup = SharedBackup()
+        let backupThread = options.backupAt.flatMap { at in
+            startThread(name: "bench-backup") {
+                let begin = start + at
+                while now() < begin { usleep(1_000) }
+                let (out, err) = (store + "-backup.out", store + "-backup.err")
+                let run = try? ChildProcess.run(
+                    teamlog, ["backup", "--store", store, "--to", store + "-backup", "--json"], stdout: out,
+                    stderr: err)
+                if let run { backup.value = (begin - start, now() - start, run, readText(out) + readText(err)) }
+                removeDirectoryTree(store + "-backup")
+                unlink(out)
+                unlink(err)
+            }
+        }
         // For lining a profile up with the latency log (`perf record -k CLOCK_MONOTONIC`).
         progress("timed part: line 1 due at CLOCK_MONOTONIC \(fmt(start, 6)) s")
         let (written, _): (Int, Bool) = try inParallel(
@@ -205,7 +230,21 @@ struct StreamBench {
             })
         close(output)
         let run = child.wait()
+        backupThread?.join()
         var outcome = Outcome()
+        if let window = backup.value {
+            outcome.backup = window
+            for (i, latency) in latencies.values.enumerated() where !latency.isNaN {
+                let due = Double(i) / rate
+                if due >= window.from && due <= window.to {
+                    outcome.latenciesDuringBackup.append(latency)
+                } else {
+                    outcome.latenciesOutsideBackup.append(latency)
+                }
+            }
+            outcome.latenciesDuringBackup.sort()
+            outcome.latenciesOutsideBackup.sort()
+        }
         outcome.offered = written
         if let path = options.latencyLog {
             var text = ""
@@ -319,6 +358,17 @@ struct StreamBench {
             md += "| host reference: the untimed batch warm-up (`ingest FILE`, \(fmt(Double(batch.ops))) ops into an "
             md += "empty store), CPU µs per op | \(fmt(batch.cpuSeconds / Double(batch.ops) * 1e6, 2)) | |\n"
         }
+        if let b = o.backup {
+            let pct = { (l: [Double], p: Double) in l.isEmpty ? Double.nan : l[min(l.count - 1, Int(Double(l.count) * p))] }
+            md += "| `teamlog backup` of the live store (another process) | from \(fmt(b.from, 2)) s to \(fmt(b.to, 2)) s, "
+            md += "\(b.run.ending), CPU \(fmt(b.run.cpuSeconds, 2)) s: `\(b.output.split(separator: "\n").last ?? "")` | |\n"
+            md += "| latency p50 / p99 / max of the \(fmt(Double(o.latenciesDuringBackup.count))) lines due during the "
+            md += "backup | \(fmt(pct(o.latenciesDuringBackup, 0.5), 2)) / \(fmt(pct(o.latenciesDuringBackup, 0.99), 2)) / "
+            md += "\(fmt(o.latenciesDuringBackup.last ?? .nan, 2)) ms | |\n"
+            md += "| … and of the other \(fmt(Double(o.latenciesOutsideBackup.count))) lines | "
+            md += "\(fmt(pct(o.latenciesOutsideBackup, 0.5), 2)) / \(fmt(pct(o.latenciesOutsideBackup, 0.99), 2)) / "
+            md += "\(fmt(o.latenciesOutsideBackup.last ?? .nan, 2)) ms | |\n"
+        }
         md += "\nThe child's summary: `\(o.childSummary)`\n"
         let met = achieved >= 49_000 && p99 <= 10
         md += "\nBar: \(met ? "**met**" : "**missed**").\n"
@@ -329,6 +379,11 @@ struct StreamBench {
         print(line)
         fflush(nil)
     }
+}
+
+/// The backup's window and outcome, set by its thread and read after joining it.
+private final class SharedBackup: @unchecked Sendable {
+    var value: (from: Double, to: Double, run: ChildRun, output: String)?
 }
 
 /// Reads a child's records from a pipe and hands each record's line number to a callback with the time
