@@ -242,6 +242,28 @@ import Testing
         #expect(report.lag == 0)
     }
 
+    /// Large files (a scratch store's, a copy's) are removed by shrinking them a step at a time first, so
+    /// a file system that discards freed blocks sends a step's worth at a time; small ones are unlinked;
+    /// a directory is left to `removeDirectoryTree`'s recursion.
+    @Test func largeFilesAreShrunkThenRemoved() throws {
+        let directory = TemporaryDirectory("remove-gently")
+        let big = directory.child("big")
+        let chunk = [UInt8](repeating: 7, count: 1 << 20)
+        let fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        try #require(fd >= 0)
+        for _ in 0..<40 { _ = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+        close(fd)
+        try CrashSafetyTests.writeFile(directory.child("small"), Array("x".utf8))
+        #expect(mkdir(directory.child("sub"), 0o755) == 0)
+
+        #expect(removeFileGently(big, stepBytes: 4 << 20))
+        #expect(access(big, F_OK) != 0)
+        #expect(removeFileGently(directory.child("small"), stepBytes: 4 << 20))
+        #expect(access(directory.child("small"), F_OK) != 0)
+        #expect(!removeFileGently(directory.child("sub")))
+        #expect(access(directory.child("sub"), F_OK) == 0)
+    }
+
     static var readOnly: Store.Options {
         var options = Store.Options()
         options.readOnly = true
