@@ -295,7 +295,10 @@ public final class Environment: @unchecked Sendable {
             close(writer)
             return try check(mdb_env_copyfd2(env, fd, UInt32(MDB_CP_COMPACT)), "mdb_env_copyfd2 \(path)")
         }
-        let written = drainCopy(reader, into: fd, path: path, rangeBytes: rangeBytes)
+        // The copy reads every live page through this process's map: released every 16 MiB written, so its
+        // resident set stays at a few ranges, not the size of the environment (a 627 MB store's backup
+        // peaked at 611 MB before, 182 MB releasing every 64 MiB, 87 MB every 16, in the same time).
+        let written = drainCopy(reader, into: fd, path: path, rangeBytes: rangeBytes) { releaseResidentPages() }
         thread.join()
         try check(copy.code, "mdb_env_copyfd2 \(path)")
         _ = try written.get()
@@ -478,10 +481,14 @@ private func systemError(_ context: String) -> LMDBError {
 }
 
 /// Writes what arrives on `reader` into `fd` from offset 0 until the pipe ends, pushing every `rangeBytes`
-/// out to the disk and waiting for it (`Environment.copy(to:rangeBytes:)`); the bytes written, or the first
-/// failure. Drains the pipe to its end whatever fails: the copying thread must never write into a pipe
+/// out to the disk and waiting for it (`Environment.copy(to:rangeBytes:)`), and calling `release` every
+/// `releaseEvery` bytes; the bytes written, or the first failure. Drains the pipe to its end whatever fails: the copying thread must never write into a pipe
 /// without a reader (SIGPIPE).
-private func drainCopy(_ reader: Int32, into fd: Int32, path: String, rangeBytes: Int) -> Result<Int, any Error> {
+private func drainCopy(
+    _ reader: Int32, into fd: Int32, path: String, rangeBytes: Int, releaseEvery: Int = 16 << 20,
+    release: () -> Void
+) -> Result<Int, any Error> {
+    var released = 0
     var failure: (any Error)?
     var offset = 0
     var flushed = 0
@@ -510,6 +517,10 @@ private func drainCopy(_ reader: Int32, into fd: Int32, path: String, rangeBytes
             // Where the file system has no such call, the closing `fdatasync` writes it all.
             _ = clmdb_write_range(fd, Int64(flushed), Int64(offset - flushed))
             flushed = offset
+        }
+        if offset - released >= releaseEvery {
+            release()
+            released = offset
         }
     }
     return failure.map { .failure($0) } ?? .success(offset)
