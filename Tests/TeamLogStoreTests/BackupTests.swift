@@ -47,12 +47,28 @@ import Testing
         #expect(copied == (try CrashSafetyTests.storedTables(original)), "resumed from the copy, the same tables")
     }
 
+    /// A writer's store in `directory`, checkpointing every `ops` ops, fed the first `fed` lines.
+    static func writer(in directory: TemporaryDirectory, checkpointEvery ops: Int, fed: Int) throws
+        -> (path: String, store: Store, processor: Processor)
+    {
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: ops))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        try feed(processor, 0..<fed)
+        return (path, store, processor)
+    }
+
+    /// The chained hash of the log of the store at `path` (opened as a reader) at `seq`, or at its head.
+    static func logHash(_ path: String, at seq: UInt64? = nil) throws -> [UInt8]? {
+        let reader = try Store(path: path, options: readOnly, loadState: false)
+        defer { reader.close() }
+        guard let seq else { return reader.lastHash }
+        return try reader.env.read { txn in try reader.recordHash(seq, in: txn) }
+    }
+
     @Test func aWritersOwnBackupIsItsStoreAtThatMomentAndResumes() throws {
         let directory = TemporaryDirectory("backup-own")
-        let path = directory.child("store")
-        let store = try Store(path: path, options: .checkpointing(every: 400))
-        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
-        try Self.feed(processor, 0..<700)
+        let (path, store, processor) = try Self.writer(in: directory, checkpointEvery: 400, fed: 700)
         store.finishCheckpoint()  // the one in flight, if any: its position is then `store.checkpoint`
         try #require(store.checkpoint.seq > 0 && store.checkpoint.seq < store.committedSeq, "the copy is taken with a log tail after the checkpoint")
 
@@ -67,11 +83,7 @@ import Testing
         #expect(report.projectionBytes == Store.fileSize(copyPath + "/proj/data.mdb") && report.projectionBytes > 0)
         #expect(positions.last == report.logBytes + report.projectionBytes, "the last progress call counts both files")
         // The copy's head carries the source's chained hash at that seq: the same log up to it.
-        #expect(try store.env.read { txn in try store.recordHash(report.headSeq, in: txn) } == {
-            let reader = try Store(path: copyPath, options: Self.readOnly, loadState: false)
-            defer { reader.close() }
-            return reader.lastHash
-        }())
+        #expect(try store.env.read { txn in try store.recordHash(report.headSeq, in: txn) } == Self.logHash(copyPath))
 
         // The writer goes on after the backup; then the copy, resumed, catches up with it.
         try Self.feed(processor, 700..<Self.lines.count)
@@ -81,10 +93,7 @@ import Testing
 
     @Test func anotherProcessBacksUpALiveWriterWithProgress() throws {
         let directory = TemporaryDirectory("backup-live")
-        let path = directory.child("store")
-        let store = try Store(path: path, options: .checkpointing(every: 300))
-        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
-        try Self.feed(processor, 0..<400)
+        let (path, store, processor) = try Self.writer(in: directory, checkpointEvery: 300, fed: 400)
 
         // `teamlog backup` runs while this writer keeps committing batches of 20 lines.
         let copyPath = directory.child("copy")
@@ -115,22 +124,15 @@ import Testing
         #expect(json["lag"]?.intValue == Int64(head - checkpoint))
         #expect(readTextFile(directory.child("backup.err")).contains("backup "), "a progress frame on stderr")
 
-        let source = try Store(path: path, options: Self.readOnly, loadState: false)
-        let sourceHash = try source.env.read { txn in try source.recordHash(head, in: txn) }
-        source.close()
-        let reader = try Store(path: copyPath, options: Self.readOnly, loadState: false)
-        #expect(reader.lastHash == sourceHash, "the copy's log is the source's up to its head")
-        reader.close()
+        #expect(try Self.logHash(copyPath) == Self.logHash(path, at: head), "the copy's log is the source's up to its head")
         let report = BackupReport(path: copyPath, headSeq: head, checkpointSeq: checkpoint, logBytes: 0, projectionBytes: 0)
         try Self.resumeAndCompare(copyPath, report: report, source: path)
     }
 
     @Test func aDestinationThatHoldsAnythingIsRefusedUntouched() throws {
         let directory = TemporaryDirectory("backup-refused")
-        let path = directory.child("store")
-        let store = try Store(path: path, options: .checkpointing(every: 100))
+        let (path, store, _) = try Self.writer(in: directory, checkpointEvery: 100, fed: 150)
         defer { store.close() }
-        try Self.feed(Processor(store: store, clock: { 1_000_000 }) { _ in }, 0..<150)
 
         let occupied = directory.child("occupied")
         #expect(mkdir(occupied, 0o755) == 0)
