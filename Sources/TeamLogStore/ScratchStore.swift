@@ -69,29 +69,40 @@ public func removeDirectoryTree(_ path: String) {
     rmdir(path)
 }
 
-/// Removes a file (not a directory: `false`, as `unlink` does), first shrinking one larger than two
-/// `stepBytes` from its end a step at a time, each step synced. On a file system that discards freed
-/// blocks as it commits (ext4 mounted with `discard`, as this project's VMs are), unlinking a 330 MB file
-/// at once sent ~100-MB discards to the device, and a live writer's log `fdatasync` on it waited ~30 ms
-/// behind them (a block trace of `teamlog-bench --stream --stream-backup-at`); a step's discard is what
-/// such a commit waits behind now. An audit's or a repair's scratch store is a few GB at 5M events. What
-/// RocksDB's `DeleteScheduler` does by rate, for the same reason.
+/// Removes a file (not a directory: `false`, as `unlink` does), first shrinking one that holds more than
+/// two `stepBytes` from its end a step at a time, each step followed by an `fsync` of its directory.
+///
+/// On a file system that discards freed blocks as its journal commits (ext4 mounted with `discard`, as
+/// this project's VMs are), unlinking a 330 MB file at once sent ~100-MB discards to the device, and a
+/// live writer's log `fdatasync` on it waited ~30 ms behind them (a block trace of `teamlog-bench
+/// --stream --stream-backup-at`). The directory's `fsync` commits the journal, so each step's freed
+/// blocks are discarded apart — and it writes none of the file's data: a scratch store (never synced)
+/// is dropped from the page cache step by step without reaching the disk, where syncing the file itself
+/// would first have written all of it. RocksDB's `DeleteScheduler` paces deletions for the same reason.
 @discardableResult
 func removeFileGently(_ path: String, stepBytes: Int = 32 << 20) -> Bool {
     var st = stat()
     if lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG && Int(st.st_blocks) * 512 > 2 * stepBytes {
         let fd = open(path, O_WRONLY | O_CLOEXEC)
-        if fd >= 0 {
+        let directory = open(parentDirectory(of: path), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd >= 0 && directory >= 0 {
             var size = Int(st.st_size)
             while size > stepBytes {
                 size -= stepBytes
                 guard ftruncate(fd, off_t(size)) == 0 else { break }
-                _ = fdatasync(fd)
+                _ = fsync(directory)
             }
-            close(fd)
         }
+        if fd >= 0 { close(fd) }
+        if directory >= 0 { close(directory) }
     }
     return unlink(path) == 0
+}
+
+/// The directory part of a path (`.` for a bare name).
+private func parentDirectory(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
 }
 
 extension Store {

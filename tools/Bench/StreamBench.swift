@@ -4,7 +4,8 @@
 //   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
 //   .build/release/teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N]
 //                                [--stream-live-warm-up N] [--flush-ms T] [--stream-emit all|events]
-//                                [--seed S] [--max-team N] [--out DIR] [--stream-backup-at S]
+//                                [--seed S] [--max-team N] [--out DIR] [--stream-backup-at S | --stream-audit-at S]
+//                                [--stream-side-args "ARGS"]
 //
 // Generates issue 11's chat workload with teamlog-gen, ingests its first `--stream-warm-up` ops into a new
 // store (untimed: the teams exist and have history) — all but the last `--stream-live-warm-up` with
@@ -16,8 +17,9 @@
 // it, so a child that stops reading is charged for the wait (no coordinated omission) — to when the
 // record naming its line number was read. Writes DIR/stream.md.
 //
-// `--stream-backup-at S`: S seconds into the timed part, `teamlog backup` copies the live store from
-// another process; the report gives its duration and the latencies of the lines due while it ran.
+// `--stream-backup-at S` / `--stream-audit-at S`: S seconds into the timed part, `teamlog backup` copies
+// (or `teamlog audit` audits) the live store from another process, with `--stream-side-args` added to its
+// command line; the report gives its duration and the latencies of the lines due while it ran.
 
 import TeamLogStore
 import TeamLogThreads
@@ -49,8 +51,11 @@ struct StreamBench {
         var childArguments: [String] = []
         /// Each timed line's due time (s from the start) and latency (ms), one per line, for finding stalls.
         var latencyLog: String?
-        /// Seconds into the timed part at which `teamlog backup` copies the live store (`nil`: none).
-        var backupAt: Double?
+        /// The command run beside the stream from another process — `backup` or `audit` of the live store —
+        /// and when (seconds into the timed part); `nil`: none.
+        var side: (command: String, at: Double)?
+        /// More arguments for that command (`--nice 0`, …).
+        var sideArguments: [String] = []
     }
 
     let options: Options
@@ -76,11 +81,12 @@ struct StreamBench {
         /// The untimed batch warm-up (`teamlog ingest FILE` into an empty store): its ops and its child's CPU
         /// seconds — a reference for how fast the host runs this hour, taken in the same run.
         var batchWarmUp: (ops: Int, cpuSeconds: Double)?
-        /// `--stream-backup-at`: when the backup ran (s from the first line due), how it ended, its output,
-        /// and the latencies (ms, sorted) of the lines due in that window and of the others.
-        var backup: (from: Double, to: Double, run: ChildRun, output: String)?
-        var latenciesDuringBackup: [Double] = []
-        var latenciesOutsideBackup: [Double] = []
+        /// `--stream-backup-at` / `--stream-audit-at`: when the command ran (s from the first line due), how
+        /// it ended, its output, and the latencies (ms, sorted) of the lines due in that window and of the
+        /// others.
+        var side: (from: Double, to: Double, run: ChildRun, output: String)?
+        var latenciesDuringSide: [Double] = []
+        var latenciesOutsideSide: [Double] = []
 
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
@@ -180,16 +186,21 @@ struct StreamBench {
         let threadsAtClose = SharedThreadCPU()
         let threadsAtStart = ThreadCPU.read(child.pid)
         let start = now() + 0.01
-        let backup = SharedBackup()
-        let backupThread = options.backupAt.flatMap { at in
-            startThread(name: "bench-backup") {
+        let side = SharedSideRun()
+        let sideArguments = options.sideArguments
+        let sideThread = options.side.flatMap { command, at in
+            startThread(name: "bench-side") {
                 let begin = start + at
                 while now() < begin { usleep(1_000) }
-                let (out, err) = (store + "-backup.out", store + "-backup.err")
-                let run = try? ChildProcess.run(
-                    teamlog, ["backup", "--store", store, "--to", store + "-backup", "--json"], stdout: out,
-                    stderr: err)
-                if let run { backup.value = (begin - start, now() - start, run, readText(out) + readText(err)) }
+                let (out, err) = (store + "-side.out", store + "-side.err")
+                let arguments =
+                    command == "backup"
+                    ? ["backup", "--store", store, "--to", store + "-backup", "--json"] : [command, "--store", store]
+                let run = try? ChildProcess.run(teamlog, arguments + sideArguments, stdout: out, stderr: err)
+                if let run {
+                    let output = (readText(out) + readText(err)).split(separator: "\n").suffix(2).joined(separator: " / ")
+                    side.value = (begin - start, now() - start, run, output)
+                }
                 // The copy is removed after the timed part (`run`) unless TL_BENCH_REMOVE_BACKUP is set: on a
                 // file system mounted with `discard` (this VM's ext4), deleting 330 MB at once issued ~100-MB
                 // discards that the stream's log `fdatasync` queued behind — a 30-ms stop charged to the
@@ -235,20 +246,20 @@ struct StreamBench {
             })
         close(output)
         let run = child.wait()
-        backupThread?.join()
+        sideThread?.join()
         var outcome = Outcome()
-        if let window = backup.value {
-            outcome.backup = window
+        if let window = side.value {
+            outcome.side = window
             for (i, latency) in latencies.values.enumerated() where !latency.isNaN {
                 let due = Double(i) / rate
                 if due >= window.from && due <= window.to {
-                    outcome.latenciesDuringBackup.append(latency)
+                    outcome.latenciesDuringSide.append(latency)
                 } else {
-                    outcome.latenciesOutsideBackup.append(latency)
+                    outcome.latenciesOutsideSide.append(latency)
                 }
             }
-            outcome.latenciesDuringBackup.sort()
-            outcome.latenciesOutsideBackup.sort()
+            outcome.latenciesDuringSide.sort()
+            outcome.latenciesOutsideSide.sort()
         }
         outcome.offered = written
         if let path = options.latencyLog {
@@ -363,16 +374,18 @@ struct StreamBench {
             md += "| host reference: the untimed batch warm-up (`ingest FILE`, \(fmt(Double(batch.ops))) ops into an "
             md += "empty store), CPU µs per op | \(fmt(batch.cpuSeconds / Double(batch.ops) * 1e6, 2)) | |\n"
         }
-        if let b = o.backup {
+        if let b = o.side, let command = options.side?.command {
+            let during = o.latenciesDuringSide
+            let outside = o.latenciesOutsideSide
             let pct = { (l: [Double], p: Double) in l.isEmpty ? Double.nan : l[min(l.count - 1, Int(Double(l.count) * p))] }
-            md += "| `teamlog backup` of the live store (another process) | from \(fmt(b.from, 2)) s to \(fmt(b.to, 2)) s, "
-            md += "\(b.run.ending), CPU \(fmt(b.run.cpuSeconds, 2)) s: `\(b.output.split(separator: "\n").last ?? "")` | |\n"
-            md += "| latency p50 / p99 / max of the \(fmt(Double(o.latenciesDuringBackup.count))) lines due during the "
-            md += "backup | \(fmt(pct(o.latenciesDuringBackup, 0.5), 2)) / \(fmt(pct(o.latenciesDuringBackup, 0.99), 2)) / "
-            md += "\(fmt(o.latenciesDuringBackup.last ?? .nan, 2)) ms | |\n"
-            md += "| … and of the other \(fmt(Double(o.latenciesOutsideBackup.count))) lines | "
-            md += "\(fmt(pct(o.latenciesOutsideBackup, 0.5), 2)) / \(fmt(pct(o.latenciesOutsideBackup, 0.99), 2)) / "
-            md += "\(fmt(o.latenciesOutsideBackup.last ?? .nan, 2)) ms | |\n"
+            let args = ([command] + options.sideArguments).joined(separator: " ")
+            md += "| `teamlog \(args)` of the live store (another process) | from \(fmt(b.from, 2)) s to \(fmt(b.to, 2)) s, "
+            md += "\(b.run.ending), CPU \(fmt(b.run.cpuSeconds, 2)) s, peak RSS \(fmt(Double(b.run.peakRSSBytes) / 1e6)) MB: "
+            md += "`\(b.output)` | |\n"
+            md += "| latency p50 / p99 / max of the \(fmt(Double(during.count))) lines due during the \(command) | "
+            md += "\(fmt(pct(during, 0.5), 2)) / \(fmt(pct(during, 0.99), 2)) / \(fmt(during.last ?? .nan, 2)) ms | |\n"
+            md += "| … and of the other \(fmt(Double(outside.count))) lines | "
+            md += "\(fmt(pct(outside, 0.5), 2)) / \(fmt(pct(outside, 0.99), 2)) / \(fmt(outside.last ?? .nan, 2)) ms | |\n"
         }
         md += "\nThe child's summary: `\(o.childSummary)`\n"
         let met = achieved >= 49_000 && p99 <= 10
@@ -386,8 +399,8 @@ struct StreamBench {
     }
 }
 
-/// The backup's window and outcome, set by its thread and read after joining it.
-private final class SharedBackup: @unchecked Sendable {
+/// The side command's window and outcome, set by its thread and read after joining it.
+private final class SharedSideRun: @unchecked Sendable {
     var value: (from: Double, to: Double, run: ChildRun, output: String)?
 }
 

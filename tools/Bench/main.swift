@@ -106,7 +106,9 @@ func run() throws {
         case "--stream-latency-log": streamOptions.latencyLog = args.next()!
         case "--stream-child-args": streamOptions.childArguments = args.next()!.split(separator: " ").map(String.init)
         case "--stream-emit": streamOptions.emit = args.next()!
-        case "--stream-backup-at": streamOptions.backupAt = Double(args.next()!)!
+        case "--stream-backup-at": streamOptions.side = ("backup", Double(args.next()!)!)
+        case "--stream-audit-at": streamOptions.side = ("audit", Double(args.next()!)!)
+        case "--stream-side-args": streamOptions.sideArguments = args.next()!.split(separator: " ").map(String.init)
         case "--flush-ms": streamOptions.flushMs = Int(args.next()!)!
         case "--scale-ops": scaleOptions.ops = Int(args.next()!)!
         case "--scale-chunk": scaleOptions.chunk = Int(args.next()!)!
@@ -128,7 +130,7 @@ func run() throws {
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
             print(
                 "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--stream-live-warm-up N]"
-                    + " [--stream-latency-log FILE] [--stream-child-args \"ARGS\"] [--stream-backup-at S]"
+                    + " [--stream-latency-log FILE] [--stream-child-args \"ARGS\"] [--stream-backup-at S | --stream-audit-at S] [--stream-side-args \"ARGS\"]"
                     + " [--flush-ms T] [--stream-emit all|events] [--seed S] [--max-team N] [--out DIR]")
             exit(2)
         }
