@@ -248,27 +248,35 @@ public final class Environment: @unchecked Sendable {
     /// 56 ms). A map another process grew meanwhile (`MDB_MAP_RESIZED` as the copy begins) is adopted and
     /// the copy started again. Readable in another process as it is written, so a caller can watch its
     /// size for progress (`copyInProgress(in:)`).
-    public func copy(to path: String, rangeBytes: Int = 4 << 20) throws {
-        let partial = Self.copyInProgress(in: path)
+    ///
+    /// `durable` false (a throwaway copy: a scratch store's starting point): `data.mdb` written directly
+    /// into the page cache, neither paced nor synced.
+    public func copy(to path: String, rangeBytes: Int = 4 << 20, durable: Bool = true) throws {
+        let target = durable ? Self.copyInProgress(in: path) : path + "/data.mdb"
         for attempt in 1...4 {
-            let fd = try createNewFile(partial)
+            let fd = try createNewFile(target)
             var isOpen = true
             defer { if isOpen { close(fd) } }
             do {
-                try copyPaced(into: fd, path: partial, rangeBytes: rangeBytes)
-                while fdatasync(fd) != 0 { guard errno == EINTR else { throw systemError("fdatasync \(partial)") } }
+                guard durable else {
+                    pthread_rwlock_rdlock(resizeLock)
+                    defer { pthread_rwlock_unlock(resizeLock) }
+                    return try check(mdb_env_copyfd2(env, fd, UInt32(MDB_CP_COMPACT)), "mdb_env_copyfd2 \(target)")
+                }
+                try copyPaced(into: fd, path: target, rangeBytes: rangeBytes)
+                while fdatasync(fd) != 0 { guard errno == EINTR else { throw systemError("fdatasync \(target)") } }
                 isOpen = false
-                guard close(fd) == 0 else { throw systemError("close \(partial)") }
-                guard rename(partial, path + "/data.mdb") == 0 else { throw systemError("rename \(partial)") }
+                guard close(fd) == 0 else { throw systemError("close \(target)") }
+                guard rename(target, path + "/data.mdb") == 0 else { throw systemError("rename \(target)") }
                 try syncDirectory(path)
                 return
             } catch let error as LMDBError where error.code == .mapResized && attempt < 4 {
-                unlink(partial)
+                unlink(target)
                 pthread_rwlock_rdlock(resizeLock)
                 defer { pthread_rwlock_unlock(resizeLock) }
                 try adoptResize()
             } catch {
-                unlink(partial)
+                unlink(target)
                 throw error
             }
         }

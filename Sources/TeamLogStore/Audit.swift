@@ -28,8 +28,12 @@ public struct AuditReport: Sendable {
     public var seq: UInt64
     /// Seq of the log's head in the snapshot audited.
     public var headSeq: UInt64 = 0
-    /// Events replayed.
+    /// The log's events the audit reached (verified from seq 1; replayed from seq 1, or after `baseSeq`).
     public var events: Int
+    /// With `audit(base:)`: the base's checkpoint seq, which the replay started from.
+    public var baseSeq: UInt64?
+    /// Events replayed: `events`, less the base's.
+    public var replayedEvents: Int { events - Int(baseSeq ?? 0) }
     /// What the replay's working set did (evictions, lookups of evicted units).
     public var replay = WorkingSetStats()
     /// The hash chain's first problem, if any.
@@ -53,23 +57,46 @@ extension Store {
         try audit(progress: progress, limits: ReplayLimits())
     }
 
+    /// Audits from `base`'s projections instead of from nothing: the hash chain is still checked from
+    /// seq 1 to the head, but only the events after the base's checkpoint are replayed, onto a copy of the
+    /// base's projections, before the comparison — minutes instead of hours for a long history. What it
+    /// proves: this store's projections equal `base`'s advanced by this log's events after the base's
+    /// checkpoint, and the base was made from this log (the base's checkpoint hash is this log's at that
+    /// seq). It vouches for the whole history only as far as `base` does: use a copy (`teamlog backup`)
+    /// that a full `audit` found clean, and roll forward (back up again, audit the new copy from the old).
+    ///
+    /// Throws when `base` cannot serve: other settings, projections ahead of this store's, or a checkpoint
+    /// hash that is not this log's at its seq (a copy of another store — or this log was changed at or
+    /// before that seq, which a full `audit` names).
+    public func audit(base: Store, progress: ((Int) -> Void)? = nil) throws -> AuditReport {
+        try audit(progress: progress, limits: ReplayLimits(), base: base)
+    }
+
     /// `audit` with the replay's checkpoint interval and budget given (tests make them small).
-    func audit(progress: ((Int) -> Void)? = nil, limits: ReplayLimits) throws -> AuditReport {
+    func audit(progress: ((Int) -> Void)? = nil, limits: ReplayLimits, base: Store? = nil) throws -> AuditReport {
         // The writer's own store audits its committed state; and no checkpoint of this process may grow
         // the projections' map while they are read.
         if writerLock != nil && refusal == nil { try checkpointNow() }
         finishCheckpoint()
+        let baseCheckpoint = try base.map { base in try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) } }
+        if let base, base.world.config != world.config {
+            throw StoreError(
+                code: .configMismatch,
+                message: "the base store was created with other settings than this one: it cannot be its copy")
+        }
         return try projectionEnv.read { ptxn in
             let checkpoint = try pdbs.readCheckpoint(ptxn)
             return try env.read { txn in
                 let meta = try dbs.readMeta(txn)
-                let scratch = try makeScratch(projectionsOnly: true, limits: limits)
+                if let baseCheckpoint { try Self.checkBase(baseCheckpoint, against: checkpoint, log: self, txn) }
+                let scratch = try makeScratch(projectionsOnly: true, limits: limits, base: base)
                 defer { scratch.remove() }
                 try replay(
-                    into: scratch, in: txn, upTo: checkpoint.seq, batchSize: limits.batchSize, progress: progress)
+                    into: scratch, in: txn, upTo: checkpoint.seq, after: baseCheckpoint?.seq ?? 0,
+                    batchSize: limits.batchSize, progress: progress)
                 var report = AuditReport(
-                    seq: checkpoint.seq, events: scratch.events, chainProblem: scratch.problem,
-                    checkpointProblem: nil, tables: [])
+                    seq: checkpoint.seq, events: scratch.events, baseSeq: baseCheckpoint?.seq,
+                    chainProblem: scratch.problem, checkpointProblem: nil, tables: [])
                 report.replay = scratch.store.workingSetStats
                 if scratch.problem == nil {
                     report.checkpointProblem = Self.positionProblem(
@@ -88,6 +115,24 @@ extension Store {
                 }
                 return report
             }
+        }
+    }
+
+    /// Refuses a base (`audit(base:)`) whose projections are ahead of this store's, or whose checkpoint
+    /// hash is not the one this log's record at that seq carries.
+    static func checkBase(_ base: Checkpoint, against stored: Checkpoint, log: Store, _ txn: Transaction) throws {
+        if base.seq > stored.seq {
+            throw StoreError(
+                code: .other,
+                message: "the base's projections are at seq \(base.seq), past this store's (\(stored.seq)): "
+                    + "audit a newer store from an older copy")
+        }
+        guard base.seq > 0 else { return }
+        guard let hash = try log.recordHash(base.seq, in: txn), hash == base.hash else {
+            throw StoreError(
+                code: .other,
+                message: "the base's checkpoint hash at seq \(base.seq) is not this log's record there: the base is "
+                    + "not a copy of this store, or this log was changed at or before that seq (a full `teamlog audit` names where)")
         }
     }
 

@@ -120,15 +120,34 @@ extension Store {
     /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
     /// `projectionsOnly`: a replay into it keeps no log (`Store.projectionsOnly`) — for an audit or a
     /// repair, which read only its projection tables; `--at` queries read its log too.
-    func makeScratch(config: Config? = nil, projectionsOnly: Bool = false, limits: ReplayLimits = ReplayLimits())
-        throws -> ScratchStore
-    {
+    ///
+    /// `base`: a store whose projections the scratch store starts from (a copy of them, at their
+    /// checkpoint; its log stays empty) instead of empty — `audit(base:)`.
+    func makeScratch(
+        config: Config? = nil, projectionsOnly: Bool = false, limits: ReplayLimits = ReplayLimits(), base: Store? = nil
+    ) throws -> ScratchStore {
         let path = try ScratchStore.makeDirectory()
         var options = Options()
         options.noSync = true
         options.config = config ?? world.config
         options.verifyChainAtOpen = false
-        options.mapSize = max(64 << 20, env.mapSize, projectionEnv.mapSize)
+        options.mapSize = max(64 << 20, env.mapSize, projectionEnv.mapSize, base?.projectionEnv.mapSize ?? 0)
+        if let base {
+            let projPath = path + "/" + ProjectionDatabases.directory
+            do {
+                guard mkdir(projPath, 0o755) == 0 else {
+                    throw StoreError.system("cannot create \(projPath)", call: "mkdir", path: projPath)
+                }
+                try base.projectionEnv.copy(to: projPath, durable: false)
+            } catch let error as LMDBError {
+                removeDirectoryTree(path)
+                throw StoreError(code: .lmdb, message: "cannot copy the base's projections: \(error)", cause: error)
+            } catch {
+                removeDirectoryTree(path)
+                throw error
+            }
+            options.projectionsAheadOfLog = true
+        }
         options.checkpointOps = limits.checkpointOps
         // A replay is throughput-bound on every core it has, and nothing waits on it with a latency: its
         // checkpoints keep the process's priority.
@@ -138,7 +157,7 @@ extension Store {
             let scratch = try Store(path: path, options: options)
             scratch.wantsDeliveries = false
             scratch.projectionsOnly = projectionsOnly
-            scratch.workingSet.onlyEvictedAreStored = true  // it starts empty
+            scratch.workingSet.onlyEvictedAreStored = base == nil  // it starts empty
             scratch.workingSet.wholesale = projectionsOnly
             if projectionsOnly { scratch.workingSet.budgetBytes = limits.budgetBytes }
             return ScratchStore(store: scratch, path: path)
@@ -177,8 +196,11 @@ extension Store {
     /// replayed. Sets the scratch store's `events`, `problem` and `lastHash`. Two threads when the second
     /// can read the same snapshot: one walks the chain and decodes, this one applies and commits.
     /// `progress` is called every 65,536 seqs.
+    ///
+    /// `after`: the scratch store's projections are already at that seq (`makeScratch(base:)`); the chain is
+    /// still verified from seq 1, but only the events after it are decoded and applied.
     func replay(
-        into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, batchSize: Int = 8_192,
+        into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, after: UInt64 = 0, batchSize: Int = 8_192,
         progress: ((Int) -> Void)?
     ) throws {
         let target = scratch.store
@@ -197,13 +219,14 @@ extension Store {
             if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
         }
         let walk =
-            try replayOnTwoCores(txn, upTo: upTo, apply)
+            try replayOnTwoCores(txn, upTo: upTo, after: after, apply)
             ?? walkChain(
                 in: txn, after: 0, hash: HashChain.genesis, upTo: upTo
             ) { seq, payload in
+                if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
+                if seq <= after { return nil }
                 let event: Event
                 do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
-                if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
                 try apply(event)
                 return nil
             }
@@ -217,7 +240,7 @@ extension Store {
     /// chain and decoding events in chunks, while this thread applies them. `nil`, with nothing applied,
     /// when the second thread cannot get the same snapshot (a writer committed in between).
     private func replayOnTwoCores(
-        _ txn: Transaction, upTo: UInt64?, _ apply: (Event) throws -> Void
+        _ txn: Transaction, upTo: UInt64?, after: UInt64, _ apply: (Event) throws -> Void
     ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?)? {
         let snapshot = txn.snapshotID
         let decoded = ChunkQueue<Event>()
@@ -243,13 +266,14 @@ extension Store {
                     var stopped = false
                     let walk = try self.walkChain(in: other, after: 0, hash: HashChain.genesis, upTo: upTo) {
                         seq, payload in
+                        // The log's pages read so far stay resident otherwise: the whole log by the end.
+                        if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
+                        if seq <= after { return nil }  // in the base's projections: its hash is all
                         let event: Event
                         do { event = try EventCodec.decode(seq: seq, payload) } catch {
                             return "undecodable event: \(error)"
                         }
                         chunk.append(event)
-                        // The log's pages read so far stay resident otherwise: the whole log by the end.
-                        if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
                         if chunk.count == chunkSize {
                             guard decoded.push(chunk) else {
                                 stopped = true

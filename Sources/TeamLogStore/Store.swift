@@ -69,6 +69,9 @@ public final class Store {
         /// then every `openReplayProgressInterval` events, last `(r, r)` with all it replayed (`r == n` unless
         /// the chain breaks in the tail). Not called when there is no tail.
         public var openReplayProgress: (@Sendable (_ replayed: Int, _ of: Int) -> Void)? = nil
+        /// A scratch store made from another store's projections (`makeScratch(from:)`): its log is empty
+        /// and its projections are ahead of it by design, so the open replays no tail and fails nothing.
+        var projectionsAheadOfLog = false
 
         public init() {}
     }
@@ -255,7 +258,7 @@ public final class Store {
         if loadState { world.finishRestore() }
         lastCheckpointMs = MonotonicClock.milliseconds()
 
-        if loadState {
+        if loadState && !options.projectionsAheadOfLog {
             // The log after the checkpoint: its chain continues from the checkpoint's hash, and applying it
             // brings the projections to the head. What it changes goes into the next checkpoint.
             if stored.seq > meta.lastSeq {

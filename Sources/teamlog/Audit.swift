@@ -13,6 +13,12 @@ struct Audit: ParsableCommand {
     @Option(help: "Scheduling priority (nice, 0-19): it runs beside a live writer, as background work.")
     var nice: Int32 = 10
 
+    @Option(
+        help: ArgumentHelp(
+            "A copy of this store (`teamlog backup`) to start the replay from: only the log after its checkpoint is replayed.",
+            valueName: "DIR"))
+    var base: String?
+
     func run() throws {
         // Before any thread is made: the replay's, the comparison's and the scratch store's inherit it.
         if nice > 0 { lowerThisThreadsPriority(to: min(nice, 19)) }
@@ -23,13 +29,19 @@ struct Audit: ParsableCommand {
         // A head that cannot be read is the audit's to report: the progress goes without a total.
         let progress = Progress("audit", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
         defer { progress.clear() }
-        let report = try store.audit(progress: progress.isOn ? { progress.update($0) } : nil)
+        let baseStore = try base.map { try openForQuery($0) }
+        defer { baseStore?.close() }
+        let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
+        let report = try baseStore.map { try store.audit(base: $0, progress: update) } ?? store.audit(progress: update)
         // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
         progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         try printOut(
             "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"
         )
+        if let baseSeq = report.baseSeq, let base {
+            try printOut("base: \(base) at checkpoint seq \(baseSeq); replayed the \(report.replayedEvents) events after it")
+        }
         let r = report.replay
         try printOut(
             "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, \(r.loads) found"
