@@ -250,7 +250,7 @@ public final class Environment: @unchecked Sendable {
     /// size for progress (`copyInProgress(in:)`).
     ///
     /// `durable` false (a throwaway copy: a scratch store's starting point): `data.mdb` written directly
-    /// into the page cache, neither paced nor synced.
+    /// and left in the page cache, neither pushed out nor synced (its reading still releases the map).
     public func copy(to path: String, rangeBytes: Int = 4 << 20, durable: Bool = true) throws {
         let target = durable ? Self.copyInProgress(in: path) : path + "/data.mdb"
         for attempt in 1...4 {
@@ -258,11 +258,7 @@ public final class Environment: @unchecked Sendable {
             var isOpen = true
             defer { if isOpen { close(fd) } }
             do {
-                guard durable else {
-                    pthread_rwlock_rdlock(resizeLock)
-                    defer { pthread_rwlock_unlock(resizeLock) }
-                    return try check(mdb_env_copyfd2(env, fd, UInt32(MDB_CP_COMPACT)), "mdb_env_copyfd2 \(target)")
-                }
+                guard durable else { return try copyPaced(into: fd, path: target, rangeBytes: nil) }
                 try copyPaced(into: fd, path: target, rangeBytes: rangeBytes)
                 while fdatasync(fd) != 0 { guard errno == EINTR else { throw systemError("fdatasync \(target)") } }
                 isOpen = false
@@ -283,8 +279,9 @@ public final class Environment: @unchecked Sendable {
     }
 
     /// `mdb_env_copyfd2` (compacting) on a second thread into a pipe, which this thread drains into `fd`,
-    /// written out and waited for `rangeBytes` at a time. The map size is held meanwhile, as by `read`.
-    private func copyPaced(into fd: Int32, path: String, rangeBytes: Int) throws {
+    /// written out and waited for `rangeBytes` at a time (`nil`: left in the page cache). The map size is
+    /// held meanwhile, as by `read`.
+    private func copyPaced(into fd: Int32, path: String, rangeBytes: Int?) throws {
         var ends: [Int32] = [-1, -1]
         guard pipe(&ends) == 0 else { throw systemError("pipe") }
         let (reader, writer) = (ends[0], ends[1])
@@ -489,11 +486,11 @@ private func systemError(_ context: String) -> LMDBError {
 }
 
 /// Writes what arrives on `reader` into `fd` from offset 0 until the pipe ends, pushing every `rangeBytes`
-/// out to the disk and waiting for it (`Environment.copy(to:rangeBytes:)`), and calling `release` every
-/// `releaseEvery` bytes; the bytes written, or the first failure. Drains the pipe to its end whatever fails: the copying thread must never write into a pipe
+/// out to the disk and waiting for it (`nil`: not at all; `Environment.copy(to:rangeBytes:durable:)`),
+/// and calling `release` every `releaseEvery` bytes; the bytes written, or the first failure. Drains the pipe to its end whatever fails: the copying thread must never write into a pipe
 /// without a reader (SIGPIPE).
 private func drainCopy(
-    _ reader: Int32, into fd: Int32, path: String, rangeBytes: Int, releaseEvery: Int = 16 << 20,
+    _ reader: Int32, into fd: Int32, path: String, rangeBytes: Int?, releaseEvery: Int = 16 << 20,
     release: () -> Void
 ) -> Result<Int, any Error> {
     var released = 0
@@ -521,7 +518,7 @@ private func drainCopy(
             done += w
         }
         offset += done
-        if failure == nil && offset - flushed >= rangeBytes {
+        if let rangeBytes, failure == nil && offset - flushed >= rangeBytes {
             // Where the file system has no such call, the closing `fdatasync` writes it all.
             _ = clmdb_write_range(fd, Int64(flushed), Int64(offset - flushed))
             flushed = offset

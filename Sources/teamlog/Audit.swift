@@ -36,11 +36,16 @@ struct Audit: ParsableCommand {
         // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
         progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)
-        try printOut(
-            "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"
-        )
         if let baseSeq = report.baseSeq, let base {
-            try printOut("base: \(base) at checkpoint seq \(baseSeq); replayed the \(report.replayedEvents) events after it")
+            // The rate is the replay's, which the base shortened: not comparable with a full audit's.
+            try printOut("log: \(report.events) events, checkpoint seq \(report.seq), chain checked from seq 1")
+            try printOut(
+                "base: \(base) at checkpoint seq \(baseSeq); replayed the \(report.replayedEvents) events after it "
+                    + "in \(format3(elapsed)) s all told")
+        } else {
+            try printOut(
+                "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"
+            )
         }
         let r = report.replay
         try printOut(
