@@ -46,6 +46,15 @@ import Testing
         return try Store(path: path, options: options, loadState: false)
     }
 
+    /// `audit(base:)` of the store at `path` from the copy at `copyPath`, both opened as readers.
+    static func auditFromCopy(_ path: String, _ copyPath: String) throws -> AuditReport {
+        let store = try reader(path)
+        defer { store.close() }
+        let base = try reader(copyPath)
+        defer { base.close() }
+        return try store.audit(base: base)
+    }
+
     /// Edits one projection table of a closed store directly.
     static func editProjections(_ path: String, _ table: String, _ body: (WriteTransaction, DatabaseHandle) throws -> Void)
         throws
@@ -101,11 +110,7 @@ import Testing
         let (path, copyPath) = try Self.storeWithCopy(directory)
         let (key, _) = try #require(try Self.firstRecord(path, "p.messages"))
         try Self.editProjections(path, "p.messages") { txn, db in try txn.delete(db, key: key) }
-        let store = try Self.reader(path)
-        defer { store.close() }
-        let base = try Self.reader(copyPath)
-        defer { base.close() }
-        let report = try store.audit(base: base)
+        let report = try Self.auditFromCopy(path, copyPath)
         #expect(!report.ok)
         let difference = try #require(report.tables.first { $0.table == "messages" }?.difference)
         #expect(difference.contains("missing from the store"), "\(difference)")
@@ -118,11 +123,7 @@ import Testing
         // unless the tail rewrote that very record. The audit vouches only as far as its base.
         let (key, value) = try #require(try Self.firstRecord(copyPath, "p.teams"))
         try Self.editProjections(copyPath, "p.teams") { txn, db in try txn.put(db, key: key + Array("-x".utf8), value: value) }
-        let store = try Self.reader(path)
-        defer { store.close() }
-        let base = try Self.reader(copyPath)
-        defer { base.close() }
-        let report = try store.audit(base: base)
+        let report = try Self.auditFromCopy(path, copyPath)
         #expect(!report.ok)
         let difference = try #require(report.tables.first { $0.table == "teams" }?.difference)
         #expect(difference.contains("missing from the store"), "\(difference)")
@@ -172,11 +173,7 @@ import Testing
                 try txn.put(log, key: key, value: value)
             }
         }
-        let store = try Self.reader(path)
-        defer { store.close() }
-        let base = try Self.reader(copyPath)
-        defer { base.close() }
-        let report = try store.audit(base: base)
+        let report = try Self.auditFromCopy(path, copyPath)
         #expect(!report.ok)
         #expect(report.chainProblem?.seq == 5, "\(report)")
     }
