@@ -72,11 +72,12 @@ public func removeDirectoryTree(_ path: String) {
 /// Removes a file (not a directory: `false`, as `unlink` does), first shrinking one that holds more than
 /// two `stepBytes` from its end a step at a time, each step followed by an `fsync` of its directory.
 ///
-/// On a file system that discards freed blocks as its journal commits (ext4 mounted with `discard`, as
-/// this project's VMs are), unlinking a 330 MB file at once sent ~100-MB discards to the device, and a
-/// live writer's log `fdatasync` on it waited ~30 ms behind them (a block trace of `teamlog-bench
-/// --stream --stream-backup-at`). The directory's `fsync` commits the journal, so each step's freed
-/// blocks are discarded apart — and it writes none of the file's data: a scratch store (never synced)
+/// On a file system that discards freed blocks (ext4 mounted with `discard`, as this project's VMs are:
+/// without a journal, as blocks are freed; with one, when the journal commits), unlinking a 330 MB file
+/// at once sent ~100-MB discards to the device, and a live writer's log `fdatasync` on it waited ~30 ms
+/// behind them (a block trace of `teamlog-bench --stream --stream-backup-at`); stepped, they went out at
+/// ≤ 33.5 MB each. The directory's `fsync` commits a journal where there is one, so each step's blocks
+/// are discarded apart there too — and it writes none of the file's data: a scratch store (never synced)
 /// is dropped from the page cache step by step without reaching the disk, where syncing the file itself
 /// would first have written all of it. RocksDB's `DeleteScheduler` paces deletions for the same reason.
 @discardableResult
