@@ -487,8 +487,9 @@ private func systemError(_ context: String) -> LMDBError {
 
 /// Writes what arrives on `reader` into `fd` from offset 0 until the pipe ends, pushing every `rangeBytes`
 /// out to the disk and waiting for it (`nil`: not at all; `Environment.copy(to:rangeBytes:durable:)`),
-/// and calling `release` every `releaseEvery` bytes; the bytes written, or the first failure. Drains the pipe to its end whatever fails: the copying thread must never write into a pipe
-/// without a reader (SIGPIPE).
+/// and calling `release` every `releaseEvery` bytes; the bytes written, or the first failure. Drains the
+/// pipe to its end whatever fails: the copying thread must never write into a pipe without a reader
+/// (SIGPIPE).
 private func drainCopy(
     _ reader: Int32, into fd: Int32, path: String, rangeBytes: Int?, releaseEvery: Int = 16 << 20,
     release: () -> Void
@@ -531,7 +532,7 @@ private func drainCopy(
     return failure.map { .failure($0) } ?? .success(offset)
 }
 
-/// What the copying thread of `Environment.copy(to:rangeBytes:)` returned (read after joining it).
+/// What the copying thread of `Environment.copy(to:rangeBytes:durable:)` returned (read after joining it).
 private final class CopyOutcome: @unchecked Sendable {
     var code: Int32 = 0
 }

@@ -55,18 +55,24 @@ public final class ScratchStore {
 /// projection environment's directory. For scratch stores, and for tools that make stores to throw away.
 /// Large files are shrunk step by step first (`removeFileGently`).
 public func removeDirectoryTree(_ path: String) {
-    if let dir = opendir(path) {
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        closedir(dir)
-        for name in names where !removeFileGently(path + "/" + name) { removeDirectoryTree(path + "/" + name) }
+    for name in directoryEntries(path) ?? [] where !removeFileGently(path + "/" + name) {
+        removeDirectoryTree(path + "/" + name)
     }
     rmdir(path)
+}
+
+/// The names in directory `path` but `.` and `..`; `nil` when it cannot be read (not a directory).
+func directoryEntries(_ path: String) -> [String]? {
+    guard let dir = opendir(path) else { return nil }
+    defer { closedir(dir) }
+    var names: [String] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+        }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names
 }
 
 /// Removes a file (not a directory: `false`, as `unlink` does), first shrinking one that holds more than

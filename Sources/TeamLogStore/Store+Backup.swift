@@ -38,12 +38,13 @@ extension Store {
     /// writer that goes on working — from the writer's own `Store` or from a reader in another process.
     ///
     /// The projection environment is copied first and the log second, each from one read snapshot and
-    /// compacted (`Environment.copy(to:)`). A checkpoint is written only after the log holds its seq, so
-    /// the copied projections are at or before the copied log's head, and the copy is a store as a crash
-    /// at that moment would have left it: a writer opening it replays the log after the checkpoint
-    /// (`BackupReport.lag` events, about one checkpoint interval), readers answer as of the checkpoint at
-    /// once, and `teamlog audit` checks it like any store. Both files and directories are synced before
-    /// this returns; the copy is then opened as a reader to report its positions (which checks it opens).
+    /// compacted (`Environment.copy(to:)`: written out a few MiB at a time, so a live writer's commits on
+    /// the same disk never wait behind the whole copy, then synced and renamed into place). A checkpoint is
+    /// written only after the log holds its seq, so the copied projections are at or before the copied
+    /// log's head, and the copy is a store as a crash at that moment would have left it: a writer opening
+    /// it replays the log after the checkpoint (`BackupReport.lag` events, about one checkpoint interval),
+    /// readers answer as of the checkpoint at once, and `teamlog audit` checks it like any store. The copy
+    /// is then opened as a reader to report its positions (which checks it opens).
     ///
     /// `progress`, when given, is called on this thread about every 100 ms with the bytes written so far.
     /// On failure the directory is removed when this call created it, emptied otherwise.
@@ -51,7 +52,7 @@ extension Store {
         let created = mkdir(path, 0o755) == 0
         if !created {
             let error = errno
-            guard error == EEXIST, isEmptyDirectory(path) else {
+            guard error == EEXIST, directoryEntries(path)?.isEmpty == true else {
                 throw StoreError(
                     code: .other,
                     message: error == EEXIST
@@ -125,17 +126,4 @@ extension Store {
         var st = stat()
         return stat(path, &st) == 0 ? Int(st.st_size) : 0
     }
-}
-
-/// Whether `path` is a directory with no entries.
-private func isEmptyDirectory(_ path: String) -> Bool {
-    guard let dir = opendir(path) else { return false }
-    defer { closedir(dir) }
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-        }
-        if name != "." && name != ".." { return false }
-    }
-    return true
 }
