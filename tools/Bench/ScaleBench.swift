@@ -41,6 +41,7 @@ struct ScaleBench {
         let started = now()
         let dir = tempDir("scale")
         let store = dir + "/store"
+        let copy = dir + "/copy"  // `teamlog backup` before the last chunk, the base of the last audit
         let scratch = (workload: dir + "/workload.jsonl", chunk: dir + "/chunk.jsonl", probe: dir + "/probe.jsonl")
         let (out, err) = (dir + "/child.out", dir + "/child.err")
         defer {
@@ -49,6 +50,7 @@ struct ScaleBench {
                 print("kept the store: \(store)")
             } else {
                 removeDirectoryTree(store)
+                removeDirectoryTree(copy)
                 removeDirectoryTree(dir)
             }
         }
@@ -104,6 +106,14 @@ struct ScaleBench {
                     + "\(fmt(Double(ingest.peakRSSBytes) / 1e6)) MB; open + 1 op \(fmt(probe.seconds, 2)) s, "
                     + "\(fmt(Double(probe.peakRSSBytes) / 1e6)) MB; store on disk "
                     + "\(fmt(Double(chunk.storeDiskBytes) / 1e6)) MB")
+            if done < options.ops && done + options.chunk >= options.ops {
+                // Before the last chunk: a copy for an audit of the final store from it (what a deployment
+                // would run each day instead of replaying its whole history).
+                let backup = try ChildProcess.run(
+                    teamlog, ["backup", "--store", store, "--to", copy, "--json"], stdout: out, stderr: err)
+                results.backup = (backup, done, readText(out).split(separator: "\n").last.map(String.init) ?? "")
+                if !backup.succeeded { results.problems.append("backup: \(backup.ending): \(tail(readText(err)))") }
+            }
         }
         unlink(scratch.chunk)
         unlink(scratch.workload)
@@ -122,6 +132,14 @@ struct ScaleBench {
                         + tail(readText(err)))
             } else if !audit.succeeded {
                 results.problems.append("audit: \(audit.ending): \(tail(readText(out)))")
+            }
+            if let backup = results.backup, backup.run.succeeded {
+                progress("auditing from the copy taken after ops \(fmt(Double(backup.afterOps)))…")
+                let run = try ChildProcess.run(
+                    teamlog, ["audit", "--store", store, "--base", copy], stdout: out, stderr: err)
+                let lines = readText(out).split(separator: "\n").map(String.init)
+                results.baseAudit = (run, lines.first { $0.hasPrefix("base: ") } ?? "", lines.last == "audit OK")
+                if !run.succeeded { results.problems.append("audit --base: \(run.ending): \(tail(readText(out)))") }
             }
         }
 

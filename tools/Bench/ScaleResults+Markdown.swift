@@ -37,6 +37,13 @@ extension ScaleResults {
         } else {
             md += "Audit: not measured (see below).\n\n"
         }
+        if let backup, let baseAudit {
+            md += "Not a bar: `teamlog backup` after ops \(fmt(Double(backup.afterOps))): \(fmt(backup.run.seconds, 2)) s, "
+            md += "peak RSS \(mb(backup.run.peakRSSBytes)) MB (`\(backup.report)`); then `teamlog audit --store S --base "
+            md += "COPY` of the final store: \(fmt(baseAudit.run.seconds, 1)) s wall, CPU \(fmt(baseAudit.run.cpuSeconds, 1)) s, "
+            md += "peak RSS \(mb(baseAudit.run.peakRSSBytes)) MB, \(baseAudit.ok ? "audit OK" : "audit FAILED") "
+            md += "(`\(baseAudit.baseLine)`).\n\n"
+        }
 
         md += "| issue 11 bar | measured | target | |\n|---|---:|---:|---|\n"
         let first = chunks.first

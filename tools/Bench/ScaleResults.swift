@@ -42,6 +42,10 @@ struct ScaleResults {
     var chunks: [Chunk] = []
     var audit: ChildRun?
     var auditSummary: AuditSummary?
+    /// `teamlog backup` of the store before its last chunk (after `afterOps` ops), and its `--json` line.
+    var backup: (run: ChildRun, afterOps: Int, report: String)?
+    /// `teamlog audit --base` of the final store from that copy: its `base:` line and whether it was OK.
+    var baseAudit: (run: ChildRun, baseLine: String, ok: Bool)?
     /// What could not be measured, and why, in words.
     var problems: [String] = []
     /// Load average at the end.
