@@ -2,6 +2,8 @@ import TeamLog
 import TestSupport
 import Testing
 
+@testable import TeamLogStore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)
@@ -263,16 +265,8 @@ import Testing
     import Glibc
 #endif
 
-/// The names in a directory (without `.` and `..`).
+/// The names in a directory (without `.` and `..`): the store's own lister (`removeDirectoryTree` uses it).
 private func directoryEntries(_ path: String) throws -> [String] {
-    guard let dir = opendir(path) else { throw ChildProcessError("cannot list \(path)") }
-    defer { closedir(dir) }
-    var names: [String] = []
-    while let entry = readdir(dir) {
-        let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-            String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-        }
-        if name != "." && name != ".." { names.append(name) }
-    }
+    guard let names = TeamLogStore.directoryEntries(path) else { throw ChildProcessError("cannot list \(path)") }
     return names
 }
