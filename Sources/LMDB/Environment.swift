@@ -260,7 +260,7 @@ public final class Environment: @unchecked Sendable {
             do {
                 guard durable else { return try copyPaced(into: fd, path: target, rangeBytes: nil) }
                 try copyPaced(into: fd, path: target, rangeBytes: rangeBytes)
-                while fdatasync(fd) != 0 { guard errno == EINTR else { throw systemError("fdatasync \(target)") } }
+                try syncData(fd, path: target)
                 isOpen = false
                 guard close(fd) == 0 else { throw systemError("close \(target)") }
                 guard rename(target, path + "/data.mdb") == 0 else { throw systemError("rename \(target)") }

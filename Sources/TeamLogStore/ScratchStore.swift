@@ -146,12 +146,10 @@ extension Store {
                     throw StoreError.system("cannot create \(projPath)", call: "mkdir", path: projPath)
                 }
                 try base.projectionEnv.copy(to: projPath, durable: false)
-            } catch let error as LMDBError {
-                removeDirectoryTree(path)
-                throw StoreError(code: .lmdb, message: "cannot copy the base's projections: \(error)", cause: error)
             } catch {
                 removeDirectoryTree(path)
-                throw error
+                guard let error = error as? LMDBError else { throw error }
+                throw StoreError(code: .lmdb, message: "cannot copy the base's projections: \(error)", cause: error)
             }
             options.projectionsAheadOfLog = true
         }

@@ -69,7 +69,7 @@ public final class Store {
         /// then every `openReplayProgressInterval` events, last `(r, r)` with all it replayed (`r == n` unless
         /// the chain breaks in the tail). Not called when there is no tail.
         public var openReplayProgress: (@Sendable (_ replayed: Int, _ of: Int) -> Void)? = nil
-        /// A scratch store made from another store's projections (`makeScratch(from:)`): its log is empty
+        /// A scratch store made from another store's projections (`makeScratch(base:)`): its log is empty
         /// and its projections are ahead of it by design, so the open replays no tail and fails nothing.
         var projectionsAheadOfLog = false
 

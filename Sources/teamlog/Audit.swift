@@ -1,7 +1,6 @@
 import ArgumentParser
 import TeamLog
 import TeamLogStore
-import TeamLogThreads
 
 /// `teamlog audit`: hash chain + replay + compare; exit 0 when all match, 1 otherwise.
 struct Audit: ParsableCommand {
@@ -10,8 +9,7 @@ struct Audit: ParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Option(help: "Scheduling priority (nice, 0-19): it runs beside a live writer, as background work.")
-    var nice: Int32 = 10
+    @OptionGroup var priority: BackgroundPriority
 
     @Option(
         help: ArgumentHelp(
@@ -20,8 +18,7 @@ struct Audit: ParsableCommand {
     var base: String?
 
     func run() throws {
-        // Before any thread is made: the replay's, the comparison's and the scratch store's inherit it.
-        if nice > 0 { lowerThisThreadsPriority(to: min(nice, 19)) }
+        priority.lowerThisThread()  // before the replay's, the comparison's and the scratch store's threads
         // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
         Allocator.setFreedPagesDecay(milliseconds: 1_000)
         let store = try openForQuery(storeOptions.path)

@@ -1,6 +1,5 @@
 import ArgumentParser
 import TeamLogStore
-import TeamLogThreads
 
 /// `teamlog backup --to DIR`: a consistent, compacted copy of the store in a new directory, beside a
 /// writer that goes on working.
@@ -21,12 +20,10 @@ struct Backup: ParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
-    @Option(help: "Scheduling priority of the copy (nice, 0-19): background work, as a writer's checkpoints are.")
-    var nice: Int32 = 10
+    @OptionGroup var priority: BackgroundPriority
 
     func run() throws {
-        // Before any thread is made: the copy's and the progress's threads inherit it.
-        if nice > 0 { lowerThisThreadsPriority(to: min(nice, 19)) }
+        priority.lowerThisThread()  // before the copy's and the progress's threads
         let store = try openForQuery(storeOptions.path)
         defer { store.close() }
         let start = monotonicSeconds()

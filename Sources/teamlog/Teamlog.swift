@@ -2,6 +2,7 @@ import ArgumentParser
 import TeamLog
 import TeamLogStore
 import TeamLogRuntime
+import TeamLogThreads
 
 /// The `teamlog` command: parsing and printing only; the work is in `TeamLogStore` and `TeamLog`.
 @main
@@ -14,6 +15,18 @@ struct Teamlog: AsyncParsableCommand {
             Repair.self, Info.self, Status.self, Backup.self, Demo.self, Serve.self, Route.self, DebugHoldReader.self,
         ]
     )
+}
+
+/// `--nice N` of the commands that run beside a live writer as background work (`audit`, `backup`), as the
+/// writer's own checkpoints do: they get a core only when the writer's threads leave one.
+struct BackgroundPriority: ParsableArguments {
+    @Option(help: "Scheduling priority (nice, 0-19; 0 keeps the caller's): runs beside a live writer as background work.")
+    var nice: Int32 = 10
+
+    /// Lowers this thread's priority, which the threads it starts inherit: call before starting any.
+    func lowerThisThread() {
+        if nice > 0 { lowerThisThreadsPriority(to: min(nice, 19)) }
+    }
 }
 
 /// `--store PATH`, shared by every command.
