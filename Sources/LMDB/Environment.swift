@@ -286,12 +286,18 @@ public final class Environment: @unchecked Sendable {
         guard pipe(&ends) == 0 else { throw systemError("pipe") }
         let (reader, writer) = (ends[0], ends[1])
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        defer { close(reader) }
+        var readerOpen = true
+        defer { if readerOpen { close(reader) } }
         pthread_rwlock_rdlock(resizeLock)
         defer { pthread_rwlock_unlock(resizeLock) }
         let env = self.env
         let copy = CopyOutcome()
         let thread = startThread(name: "lmdb-copy") {
+            // A write into a pipe whose reader gave up fails with EPIPE here instead of killing the process.
+            var pipeSignal = sigset_t()
+            sigemptyset(&pipeSignal)
+            sigaddset(&pipeSignal, SIGPIPE)
+            pthread_sigmask(SIG_BLOCK, &pipeSignal, nil)
             copy.code = mdb_env_copyfd2(env, writer, UInt32(MDB_CP_COMPACT))
             close(writer)
         }
@@ -304,9 +310,12 @@ public final class Environment: @unchecked Sendable {
         // resident set stays at a few ranges, not the size of the environment (a 627 MB store's backup
         // peaked at 611 MB before, 182 MB releasing every 64 MiB, 87 MB every 16, in the same time).
         let written = drainCopy(reader, into: fd, path: path, rangeBytes: rangeBytes) { releaseResidentPages() }
+        close(reader)
+        readerOpen = false
         thread.join()
-        try check(copy.code, "mdb_env_copyfd2 \(path)")
+        // The drain's failure first: a copy that failed writing to a reader who gave up says only EPIPE.
         _ = try written.get()
+        try check(copy.code, "mdb_env_copyfd2 \(path)")
     }
 
     /// The file `copy(to: path)` writes before renaming it `data.mdb`.
@@ -499,13 +508,21 @@ private func drainCopy(
     var offset = 0
     var flushed = 0
     var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    var failedReads = 0
     while true {
         let n = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
         if n < 0 && errno == EINTR { continue }
         if n < 0 {
+            // Not expected of a pipe; the copy is failed, but reading goes on to the end (the copying
+            // thread may be blocked on a full pipe). A pipe that keeps failing ends the drain after a
+            // bound: the caller then closes the reader, so the copying thread's next write fails (EPIPE;
+            // SIGPIPE is blocked on that thread) and the join returns.
             failure = failure ?? systemError("read the copy's pipe")
-            break
+            failedReads += 1
+            if failedReads >= 1000 { break }
+            continue
         }
+        failedReads = 0
         if n == 0 { break }
         guard failure == nil else { continue }
         var done = 0
