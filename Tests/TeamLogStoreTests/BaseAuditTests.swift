@@ -187,5 +187,15 @@ import Testing
         #expect(run.status == .exited(0), "\(readTextFile(directory.child("audit.err")))")
         #expect(run.lines.contains { $0.hasPrefix("base: \(copyPath) at checkpoint seq ") }, "\(run.lines)")
         #expect(run.lines.last == "audit OK")
+
+        // A base that is no store is named as the base, with what to give instead.
+        let missing = directory.child("no-such-copy")
+        let refused = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", path, "--base", missing],
+            stderr: directory.child("refused.err"), timeout: 60)
+        #expect(refused.status == .exited(1))
+        let message = readTextFile(directory.child("refused.err"))
+        #expect(message.contains("the base \(missing) is not a teamlog store"), "\(message)")
+        #expect(message.contains("teamlog backup --to DIR") && !message.contains("ingest"), "\(message)")
     }
 }
