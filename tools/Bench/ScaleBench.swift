@@ -168,7 +168,9 @@ struct ScaleBench {
         fflush(nil)  // every stream: `stdout` itself is shared mutable state to Swift 6
     }
 
-    /// Bytes allocated on disk to the files of `dir` (`st_blocks`, so a sparse map is not counted).
+    /// Bytes allocated on disk to the files under `dir`, its subdirectories included — the store's log and
+    /// its projections (`proj/`) — (`st_blocks`, so a sparse map is not counted). Until the twenty-fourth
+    /// session it counted `dir`'s own files only: the log without the projections.
     private func diskBytes(_ dir: String) -> Int {
         guard let handle = opendir(dir) else { return 0 }
         defer { closedir(handle) }
@@ -178,7 +180,12 @@ struct ScaleBench {
                 String(cString: $0.bindMemory(to: CChar.self).baseAddress!)
             }
             var info = stat()
-            if name != "." && name != "..", stat(dir + "/" + name, &info) == 0 { total += Int(info.st_blocks) * 512 }
+            guard name != "." && name != "..", lstat(dir + "/" + name, &info) == 0 else { continue }
+            if (info.st_mode & S_IFMT) == S_IFDIR {
+                total += diskBytes(dir + "/" + name)
+            } else {
+                total += Int(info.st_blocks) * 512
+            }
         }
         return total
     }

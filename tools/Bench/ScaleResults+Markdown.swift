@@ -14,7 +14,7 @@ extension ScaleResults {
         md += "- total wall time \(fmt(totalSeconds / 60, 1)) min\n\n"
 
         md += "| ops | ingest ops/s (wall) | ops/s (teamlog's own clock) | ingest peak RSS MB | ingest CPU s "
-        md += "| open + 1 op s | open + 1 op peak RSS MB | store on disk MB |\n"
+        md += "| open + 1 op s | open + 1 op peak RSS MB | store on disk MB (log + projections) |\n"
         md += "|---|---:|---:|---:|---:|---:|---:|---:|\n"
         for c in chunks {
             md += "| \(range(c)) | \(fmt(c.wallRate)) | \(c.ownRate.map { fmt($0) } ?? "—") "
