@@ -89,6 +89,23 @@ public class Transaction {
             pages: s.ms_branch_pages + s.ms_leaf_pages + s.ms_overflow_pages, pageSize: Int(s.ms_psize))
     }
 
+    /// Pages on LMDB's free list in this snapshot (its database 0, as `mdb_stat -f` counts them): pages a
+    /// later write reuses before it grows the file — once no reader still holds the snapshot that freed
+    /// them. A compacting copy (`Environment.copy`) leaves them out.
+    public func freePages() throws -> Int {
+        try withCursor(DatabaseHandle(dbi: 0, name: "(free list)")) { cursor in
+            var pages = 0
+            var entry = try cursor.first()
+            while let (_, value) = entry {
+                // Each value is an ID list: its count (an `MDB_ID`, `size_t`), then the page numbers.
+                guard value.count >= MemoryLayout<Int>.size else { break }
+                pages += value.loadUnaligned(as: Int.self)
+                entry = try cursor.next()
+            }
+            return pages
+        }
+    }
+
     /// Opens a cursor on `db`, valid inside `body`.
     public func withCursor<R>(_ db: DatabaseHandle, _ body: (Cursor) throws -> R) throws -> R {
         let cursor = try Cursor(txn: self, db: db)

@@ -170,7 +170,7 @@ public enum OpenAPIDocument {
               type: object
               additionalProperties: false
               required: [headSeq, headTs, checkpointSeq, checkpointTs, lag, tables, logMapSize, logUsedBytes,
-                projectionMapSize, projectionUsedBytes, writerPid]
+                projectionMapSize, projectionUsedBytes, logFreeBytes, projectionFreeBytes, writerPid]
               properties:
                 headSeq: { type: integer }
                 headTs: { type: integer }
@@ -191,6 +191,8 @@ public enum OpenAPIDocument {
                 logUsedBytes: { type: integer }
                 projectionMapSize: { type: integer }
                 projectionUsedBytes: { type: integer }
+                logFreeBytes: { type: integer, description: "Bytes of logUsedBytes on the log's free list: reused before the file grows" }
+                projectionFreeBytes: { type: integer, description: "Bytes of projectionUsedBytes on the projections' free list" }
                 writerPid: { type: [integer, "null"] }
             Record:
               description: One SPEC §4 output record (one line of the JSON Lines body).

@@ -26,6 +26,10 @@ public struct StoreStatus: Sendable {
     public var logUsedBytes: Int
     public var projectionMapSize: Int
     public var projectionUsedBytes: Int
+    /// Of the used bytes, pages on each environment's free list: reused by later writes before the file
+    /// grows (a backup, compacted, leaves them out).
+    public var logFreeBytes: Int
+    public var projectionFreeBytes: Int
     /// The pid of the process writing the store, if one is.
     public var writerPid: Int32?
 
@@ -48,6 +52,7 @@ public struct StoreStatus: Sendable {
             ("logMapSize", .int(Int64(logMapSize))), ("logUsedBytes", .int(Int64(logUsedBytes))),
             ("projectionMapSize", .int(Int64(projectionMapSize))),
             ("projectionUsedBytes", .int(Int64(projectionUsedBytes))),
+            ("logFreeBytes", .int(Int64(logFreeBytes))), ("projectionFreeBytes", .int(Int64(projectionFreeBytes))),
             ("writerPid", writerPid.map { .int(Int64($0)) } ?? .null),
         ])
     }
@@ -57,28 +62,33 @@ extension Store {
     /// The store's status from the committed state on disk (a live writer's checkpoint may be behind its
     /// head by up to its checkpoint interval).
     public func status() throws -> StoreStatus {
-        let (head, logTables) = try env.read { txn in
+        let (head, logTables, logFree) = try env.read { txn in
             let head = try dbs.readMeta(txn)
+            var pageSize = 0
             let tables = try [("log", dbs.log.handle), ("opIds", dbs.opIds.handle), ("meta", dbs.meta.handle)].map {
                 name, db in
                 let stat = try txn.stat(db)
+                pageSize = stat.pageSize
                 return StoreStatus.Table(name: "log/\(name)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
             }
-            return (head, tables)
+            return (head, tables, try txn.freePages() * pageSize)
         }
-        let (checkpoint, projectionTables) = try projectionEnv.read { txn in
+        let (checkpoint, projectionTables, projectionFree) = try projectionEnv.read { txn in
             let checkpoint = try pdbs.readCheckpoint(txn)
+            var pageSize = 0
             let tables = try ProjectionTable.allCases.map { table in
                 let stat = try txn.stat(pdbs.table(table))
+                pageSize = stat.pageSize
                 return StoreStatus.Table(
                     name: "proj/\(table.rawValue)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
             }
-            return (checkpoint, tables)
+            return (checkpoint, tables, try txn.freePages() * pageSize)
         }
         return StoreStatus(
             headSeq: head.lastSeq, headTs: head.lastTs, checkpointSeq: checkpoint.seq, checkpointTs: checkpoint.ts,
             tables: logTables + projectionTables, logMapSize: env.mapSize, logUsedBytes: env.usedBytes,
             projectionMapSize: projectionEnv.mapSize, projectionUsedBytes: projectionEnv.usedBytes,
+            logFreeBytes: logFree, projectionFreeBytes: projectionFree,
             writerPid: WriterLock.holder(directory: env.path))
     }
 }

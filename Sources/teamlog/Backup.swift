@@ -28,7 +28,10 @@ struct Backup: ParsableCommand {
         defer { store.close() }
         let start = monotonicSeconds()
         let status = try store.status()
-        let progress = Progress("backup", total: status.logUsedBytes + status.projectionUsedBytes, unit: .bytes)
+        // What the compacted copies will hold, about: the used pages less the free ones (branch pages and
+        // a snapshot's pages freed meanwhile make it differ a little).
+        let total = status.logUsedBytes - status.logFreeBytes + status.projectionUsedBytes - status.projectionFreeBytes
+        let progress = Progress("backup", total: total, unit: .bytes)
         defer { progress.clear() }
         let report: BackupReport
         do {

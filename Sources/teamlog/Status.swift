@@ -28,8 +28,9 @@ struct Status: ParsableCommand {
             "checkpoint  seq \(status.checkpointSeq), event time \(status.checkpointTs) (queries answer as of it)",
             "lag         \(status.lag) events",
             "writer      \(status.writerPid.map { "pid \($0)" } ?? "none")",
-            "log map     \(status.logUsedBytes) of \(status.logMapSize) bytes used",
-            "proj map    \(status.projectionUsedBytes) of \(status.projectionMapSize) bytes used",
+            "log map     \(status.logUsedBytes) of \(status.logMapSize) bytes used, \(status.logFreeBytes) of them free pages",
+            "proj map    \(status.projectionUsedBytes) of \(status.projectionMapSize) bytes used, "
+                + "\(status.projectionFreeBytes) of them free pages",
         ]
         for table in status.tables {
             lines.append("\(table.name.padding(22))\(String(table.entries).padding(12))\(table.bytes) bytes")

@@ -91,6 +91,35 @@ import Testing
         try Self.resumeAndCompare(copyPath, report: report, source: path)
     }
 
+    /// `status` counts the pages on each environment's free list: a store whose checkpoints rewrote its
+    /// records has some; its compacted copy has none, and its projections' file is the source's used bytes
+    /// less about those free ones.
+    @Test func statusCountsFreePagesThatACompactedCopyLeavesOut() throws {
+        let directory = TemporaryDirectory("backup-free-pages")
+        let (_, store, _) = try Self.writer(in: directory, checkpointEvery: 40, fed: Self.lines.count)
+        try store.checkpointNow()
+        let source = try store.status()
+        #expect(source.projectionFreeBytes > 0, "thirty checkpoints rewrote pages: \(source.projectionFreeBytes)")
+        #expect(source.projectionFreeBytes < source.projectionUsedBytes)
+        #expect(source.logFreeBytes >= 0 && source.logFreeBytes < source.logUsedBytes)
+        let tableBytes = source.tables.filter { $0.name.hasPrefix("proj/") }.reduce(0) { $0 + $1.bytes }
+        #expect(tableBytes + source.projectionFreeBytes <= source.projectionUsedBytes, "free pages are not the tables'")
+        let json = source.json
+        #expect(json["projectionFreeBytes"]?.intValue == Int64(source.projectionFreeBytes))
+        #expect(json["logFreeBytes"]?.intValue == Int64(source.logFreeBytes))
+
+        let copyPath = directory.child("copy")
+        let report = try store.backup(to: copyPath)
+        store.close()
+        let copy = try Store(path: copyPath, options: Self.readOnly, loadState: false)
+        defer { copy.close() }
+        let copied = try copy.status()
+        #expect(copied.projectionFreeBytes == 0 && copied.logFreeBytes == 0, "a compacted copy has no free list")
+        #expect(report.projectionBytes < source.projectionUsedBytes)
+        // The copy holds the tables' pages plus its meta pages and a few branch pages' worth of rounding.
+        #expect(report.projectionBytes <= source.projectionUsedBytes - source.projectionFreeBytes + 16 * 4096)
+    }
+
     @Test func anotherProcessBacksUpALiveWriterWithProgress() throws {
         let directory = TemporaryDirectory("backup-live")
         let (path, store, processor) = try Self.writer(in: directory, checkpointEvery: 300, fed: 400)
