@@ -17,4 +17,19 @@ static inline int clmdb_write_range(int fd, long long offset, long long length) 
     return -1;
 }
 #endif
+
+/* Swaps two paths' names in one step (Linux's renameat2 with RENAME_EXCHANGE, relative to the working
+   directory), for replacing a store's directory by its compacted copy (`Environment.exchangeDirectories`):
+   declared here for the same reason as sync_file_range. Elsewhere -1 (the caller reports it). */
+#ifdef __linux__
+extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+static inline int clmdb_exchange_paths(const char *a, const char *b) {
+    return renameat2(-100, a, -100, b, 2u); /* AT_FDCWD, RENAME_EXCHANGE */
+}
+#else
+static inline int clmdb_exchange_paths(const char *a, const char *b) {
+    (void)a; (void)b;
+    return -1;
+}
+#endif
 #endif

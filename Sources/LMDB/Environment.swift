@@ -481,6 +481,22 @@ private func createNewFile(_ path: String) throws -> Int32 {
     return fd
 }
 
+extension Environment {
+    /// Swaps the names of directories `a` and `b` in one step (`renameat2` with `RENAME_EXCHANGE`, Linux
+    /// only: elsewhere it fails with ENOSYS) and syncs `parent`, the directory holding both: whenever the
+    /// process dies, each name holds one whole directory. Replaces a store by its compacted copy while
+    /// readers that have the old one open go on reading its files.
+    public static func exchangeDirectories(_ a: String, _ b: String, parent: String) throws {
+        guard clmdb_exchange_paths(a, b) == 0 else {
+            #if !os(Linux)
+                errno = ENOSYS
+            #endif
+            throw systemError("exchange \(a) and \(b)")
+        }
+        try syncDirectory(parent)
+    }
+}
+
 /// Syncs a directory's entries (`fsync`: `fdatasync` on a directory is not allowed everywhere).
 private func syncDirectory(_ path: String) throws {
     let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

@@ -107,7 +107,7 @@ func removeFileGently(_ path: String, stepBytes: Int = 32 << 20) -> Bool {
 }
 
 /// The directory part of a path (`.` for a bare name).
-private func parentDirectory(of path: String) -> String {
+func parentDirectory(of path: String) -> String {
     guard let slash = path.lastIndex(of: "/") else { return "." }
     return slash == path.startIndex ? "/" : String(path[..<slash])
 }

@@ -18,30 +18,46 @@ final class WriterLock {
         // properties are all set runs `deinit`, which would close the descriptor a second time — by then
         // perhaps another file's or socket's (a server's listening socket died of EBADF that way).
         let path = directory + "/writer.lock"
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw StoreError.system("cannot open \(path)", call: "open", path: path) }
-        if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            let refusal = errno  // before `readHolder`'s own calls can change it
-            let holder = Self.readHolder(descriptor)
-            guard wait, refusal == EWOULDBLOCK || refusal == EAGAIN else {
-                close(descriptor)
-                throw StoreError(
-                    code: .writerBusy,
-                    message:
-                        "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
-                        + "one writer per store: wait for it to finish, or pass --wait", path: directory)
-            }
-            while flock(descriptor, LOCK_EX) != 0 {
-                if errno != EINTR {
+        var descriptor: Int32 = -1
+        while true {
+            descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw StoreError.system("cannot open \(path)", call: "open", path: path) }
+            if flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+                let refusal = errno  // before `readHolder`'s own calls can change it
+                let holder = Self.readHolder(descriptor)
+                guard wait, refusal == EWOULDBLOCK || refusal == EAGAIN else {
                     close(descriptor)
-                    throw StoreError.system("cannot lock \(path)", call: "flock", path: path)
+                    throw StoreError(
+                        code: .writerBusy,
+                        message:
+                            "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
+                            + "one writer per store: wait for it to finish, or pass --wait", path: directory)
+                }
+                while flock(descriptor, LOCK_EX) != 0 {
+                    if errno != EINTR {
+                        close(descriptor)
+                        throw StoreError.system("cannot lock \(path)", call: "flock", path: path)
+                    }
                 }
             }
+            // The lock counts only if its file is still the one at `path`: `teamlog compact` replaces the
+            // store's directory (and so this file) while holding the old one's lock, which a writer that
+            // waited on it then gets on a file of the replaced store. It tries again on the new file.
+            if Self.isCurrent(descriptor, path: path) { break }
+            close(descriptor)
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(descriptor, 0)
         _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
         fd = descriptor
+    }
+
+    /// Whether `fd` is the file now at `path` (not removed or replaced since it was opened).
+    private static func isCurrent(_ fd: Int32, path: String) -> Bool {
+        var held = stat()
+        var named = stat()
+        guard fstat(fd, &held) == 0, stat(path, &named) == 0 else { return false }
+        return held.st_nlink > 0 && held.st_ino == named.st_ino && held.st_dev == named.st_dev
     }
 
     private static func readHolder(_ fd: Int32) -> String? {

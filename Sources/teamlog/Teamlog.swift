@@ -12,7 +12,7 @@ struct Teamlog: AsyncParsableCommand {
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
         subcommands: [
             Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self,
-            Repair.self, Info.self, Status.self, Backup.self, Demo.self, Serve.self, Route.self, DebugHoldReader.self,
+            Repair.self, Info.self, Status.self, Backup.self, Compact.self, Demo.self, Serve.self, Route.self, DebugHoldReader.self,
         ]
     )
 }

@@ -44,7 +44,10 @@ import Testing
         let commands: [[String]] =
             quick
             ? [["audit"], ["team", "ops", "--json"], ["ingest", built.input]]
-            : [["audit"], ["team", "ops", "--json"], ["unread", "dave", "--json"], ["ingest", built.input], ["repair"]]
+            : [
+                ["audit"], ["team", "ops", "--json"], ["unread", "dave", "--json"], ["ingest", built.input], ["repair"],
+                ["compact"],
+            ]
         return try commands.map { args in
             let err = built.directory.child("cmd.err")
             let run = try ChildProcess.run(exe, args + ["--store", built.store], stderr: err, timeout: 60)

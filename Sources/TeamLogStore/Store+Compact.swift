@@ -1,0 +1,83 @@
+import LMDB
+public import TeamLog
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What `Store.compact(path:progress:)` did.
+public struct CompactReport: Sendable {
+    /// The store's directory.
+    public var path: String
+    /// The store's two data files before and after (the log's and the projections').
+    public var bytesBefore: Int
+    public var bytesAfter: Int
+    /// The compacted store's log head and projections' checkpoint (as the store had them).
+    public var headSeq: UInt64
+    public var checkpointSeq: UInt64
+
+    /// The report as JSON.
+    public var json: JSONValue {
+        .object([
+            ("path", .string(path)), ("bytesBefore", .int(Int64(bytesBefore))),
+            ("bytesAfter", .int(Int64(bytesAfter))), ("headSeq", .int(Int64(headSeq))),
+            ("checkpointSeq", .int(Int64(checkpointSeq))),
+        ])
+    }
+}
+
+extension Store {
+    /// The directory beside the store at `path` that `compact` builds the copy in (and, after the swap,
+    /// holds the old store until it is removed).
+    public static func compactionDirectory(for path: String) -> String {
+        var base = path
+        while base.count > 1 && base.hasSuffix("/") { base.removeLast() }
+        return base + ".compacting"
+    }
+
+    /// Gives a store's free pages back to the file system: makes a compacted copy of it beside it (as
+    /// `backup` does: live pages only, synced) and swaps the two directories in one step, then removes the
+    /// old one. LMDB files never shrink by themselves; after a burst the projections' file may hold
+    /// hundreds of MB of free pages (`StoreStatus.projectionFreeBytes`).
+    ///
+    /// Takes the writer lock for the whole time, so no writer runs meanwhile (refused with `writerBusy`
+    /// when one does; a writer that waits for the lock gets it on the compacted store). Queries from other
+    /// processes may run throughout: one that opened the store before the swap reads the old files to its
+    /// end. Whenever the process dies, `path` holds a whole store — the old one before the swap, the copy
+    /// after — and `compactionDirectory(for:)` what is left of the other, removed by the next `compact`.
+    public static func compact(path: String, progress: ((Int) -> Void)? = nil) throws -> CompactReport {
+        var options = Options()
+        options.readOnly = true
+        let source = try Store(path: path, options: options, loadState: false)
+        var sourceOpen = true
+        defer { if sourceOpen { source.close() } }
+        let lock = try WriterLock(directory: path, wait: false)
+        defer { lock.release() }
+        let bytesBefore = fileSize(path + "/data.mdb") + fileSize(path + "/" + ProjectionDatabases.directory + "/data.mdb")
+        let copyPath = compactionDirectory(for: path)
+        removeDirectoryTree(copyPath)  // a killed compaction's copy, or the store it had replaced
+        let report = try source.backup(to: copyPath, progress: progress)
+        source.close()
+        sourceOpen = false
+        // The copy is locked before it takes the store's name, so no writer gets in between.
+        let copyLock: WriterLock
+        do { copyLock = try WriterLock(directory: copyPath, wait: false) } catch {
+            removeDirectoryTree(copyPath)
+            throw error
+        }
+        defer { copyLock.release() }
+        do {
+            try Environment.exchangeDirectories(copyPath, path, parent: parentDirectory(of: path))
+        } catch {
+            removeDirectoryTree(copyPath)
+            throw StoreError(
+                code: .io, message: "cannot swap \(path) with its compacted copy: \(error)", cause: error, path: path)
+        }
+        removeDirectoryTree(copyPath)  // now the old store
+        return CompactReport(
+            path: path, bytesBefore: bytesBefore, bytesAfter: report.logBytes + report.projectionBytes,
+            headSeq: report.headSeq, checkpointSeq: report.checkpointSeq)
+    }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import TeamLogStore
+
+/// `teamlog compact`: gives a store's free pages back to the file system, with no writer running.
+struct Compact: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Shrink the store's files to their live pages (no writer may run meanwhile).",
+        discussion: """
+            A compacted copy is made beside the store (DIR.compacting, as `teamlog backup` makes one) and \
+            swapped with it in one step; then the old files are removed. It holds the writer lock throughout: \
+            it refuses while a writer runs, and a writer started with --wait meanwhile gets the compacted \
+            store. Queries may run throughout. `teamlog status` shows the free pages it would give back.
+            """)
+
+    @OptionGroup var storeOptions: StoreOptions
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    @OptionGroup var priority: BackgroundPriority
+
+    func run() throws {
+        priority.lowerThisThread()  // before the copy's and the progress's threads
+        let path = storeOptions.path
+        let start = monotonicSeconds()
+        let total = (try? openForQuery(path)).map { store in
+            defer { store.close() }
+            return (try? store.status()).map {
+                $0.logUsedBytes - $0.logFreeBytes + $0.projectionUsedBytes - $0.projectionFreeBytes
+            }
+        } ?? nil
+        let progress = Progress("compact", total: total, unit: .bytes)
+        defer { progress.clear() }
+        let report: CompactReport
+        do {
+            report = try Store.compact(path: path, progress: progress.isOn ? { progress.update($0) } : nil)
+        } catch let error as StoreError where error.code == .writerBusy {
+            let pid = (try? openForQuery(path)).flatMap { store in
+                defer { store.close() }
+                return (try? store.status())?.writerPid
+            }
+            throw CLIError(
+                "store \(path) is being written by another process\(pid.map { " (pid \($0))" } ?? ""): stop the "
+                    + "writer first, compaction needs the store to itself")
+        } catch {
+            throw cannotOpen(path, error)
+        }
+        progress.finish(at: report.bytesAfter)
+        if json { return try printOut(report.json.jsonString) }
+        try printOut(
+            "compact \(report.path): \(report.bytesBefore) → \(report.bytesAfter) bytes (log through seq "
+                + "\(report.headSeq), projections at checkpoint seq \(report.checkpointSeq)), "
+                + "\(format3(monotonicSeconds() - start)) s")
+    }
+}
