@@ -47,17 +47,35 @@ extension Store {
     /// processes may run throughout: one that opened the store before the swap reads the old files to its
     /// end. Whenever the process dies, `path` holds a whole store — the old one before the swap, the copy
     /// after — and `compactionDirectory(for:)` what is left of the other, removed by the next `compact`.
-    public static func compact(path: String, progress: ((Int) -> Void)? = nil) throws -> CompactReport {
+    ///
+    /// A `path` through a symbolic link is resolved first: the copy is made beside the real directory (on
+    /// its file system), and the link keeps pointing at the store.
+    public static func compact(path given: String, progress: ((Int) -> Void)? = nil) throws -> CompactReport {
         var options = Options()
         options.readOnly = true
-        let source = try Store(path: path, options: options, loadState: false)
+        let source = try Store(path: given, options: options, loadState: false)
         var sourceOpen = true
         defer { if sourceOpen { source.close() } }
+        guard let resolved = realpath(given, nil) else {
+            throw StoreError.system("cannot resolve \(given)", call: "realpath", path: given)
+        }
+        let path = String(cString: resolved)
+        free(resolved)
         let lock = try WriterLock(directory: path, wait: false)
         defer { lock.release() }
         let bytesBefore = fileSize(path + "/data.mdb") + fileSize(path + "/" + ProjectionDatabases.directory + "/data.mdb")
         let copyPath = compactionDirectory(for: path)
-        removeDirectoryTree(copyPath)  // a killed compaction's copy, or the store it had replaced
+        var leftover = stat()
+        if lstat(copyPath, &leftover) == 0 {
+            // A killed compaction's copy, or the store it had replaced: a directory. Anything else there is
+            // not compact's to remove (a link would have its target's files removed).
+            guard (leftover.st_mode & S_IFMT) == S_IFDIR else {
+                throw StoreError(
+                    code: .other, message: "\(copyPath) exists and is not a directory a compaction left: remove it first",
+                    path: copyPath)
+            }
+            removeDirectoryTree(copyPath)
+        }
         let report = try source.backup(to: copyPath, progress: progress)
         source.close()
         sourceOpen = false
@@ -77,7 +95,7 @@ extension Store {
         }
         removeDirectoryTree(copyPath)  // now the old store
         return CompactReport(
-            path: path, bytesBefore: bytesBefore, bytesAfter: report.logBytes + report.projectionBytes,
+            path: given, bytesBefore: bytesBefore, bytesAfter: report.logBytes + report.projectionBytes,
             headSeq: report.headSeq, checkpointSeq: report.checkpointSeq)
     }
 }

@@ -95,6 +95,33 @@ import Testing
         #expect(access(Store.compactionDirectory(for: path), F_OK) != 0, "no copy made")
     }
 
+    /// A store reached through a symbolic link is compacted where it lies: the link still points at it, and
+    /// the copy was made beside the real directory. Something other than a directory where the copy goes is
+    /// refused, untouched.
+    @Test func aLinkedStoreIsCompactedWhereItLies() throws {
+        let directory = TemporaryDirectory("compact-link")
+        let path = try Self.store(directory, count: 300)
+        let link = directory.child("link")
+        #expect(symlink(path, link) == 0)
+        let (tables, _, _) = try Self.contents(path)
+        let report = try Store.compact(path: link)
+        #expect(report.path == link)
+        var info = stat()
+        #expect(lstat(link, &info) == 0 && (info.st_mode & S_IFMT) == S_IFLNK, "the link is still a link")
+        #expect(try Self.contents(link).0 == tables)
+        #expect(try Self.contents(path).2.projectionFreeBytes == 0, "the real directory was compacted")
+        #expect(access(Store.compactionDirectory(for: link), F_OK) != 0)
+
+        // A link where the copy would go: refused, and neither it nor its target touched.
+        let target = directory.child("keep")
+        #expect(mkdir(target, 0o755) == 0)
+        try CrashSafetyTests.writeFile(target + "/precious", [1, 2, 3])
+        #expect(symlink(target, Store.compactionDirectory(for: path)) == 0)
+        #expect(throws: StoreError.self) { try Store.compact(path: path) }
+        #expect(access(target + "/precious", F_OK) == 0)
+        #expect(lstat(Store.compactionDirectory(for: path), &info) == 0)
+    }
+
     /// What a killed compaction left beside the store (its copy, or the old store after the swap) is
     /// removed by the next one.
     @Test func whatAKilledCompactionLeftIsRemovedByTheNext() throws {
