@@ -20,6 +20,8 @@ public final class ServerMetrics: Sendable {
     let checkpointLag: Metrics.Gauge
     let logBytes: Metrics.Gauge
     let projectionBytes: Metrics.Gauge
+    let logFreeBytes: Metrics.Gauge
+    let projectionFreeBytes: Metrics.Gauge
     let workingSetBytes: Metrics.Gauge
     let workingSetBudget: Metrics.Gauge
     let workingSetHitRatio: Metrics.Gauge
@@ -56,6 +58,9 @@ public final class ServerMetrics: Sendable {
         checkpointLag = Metrics.Gauge(label: "teamlog_checkpoint_lag_events", factory: factory)
         logBytes = Metrics.Gauge(label: "teamlog_store_bytes", dimensions: [("env", "log")], factory: factory)
         projectionBytes = Metrics.Gauge(label: "teamlog_store_bytes", dimensions: [("env", "proj")], factory: factory)
+        logFreeBytes = Metrics.Gauge(label: "teamlog_store_free_bytes", dimensions: [("env", "log")], factory: factory)
+        projectionFreeBytes = Metrics.Gauge(
+            label: "teamlog_store_free_bytes", dimensions: [("env", "proj")], factory: factory)
         workingSetBytes = Metrics.Gauge(label: "teamlog_working_set_bytes", factory: factory)
         workingSetBudget = Metrics.Gauge(label: "teamlog_working_set_budget_bytes", factory: factory)
         workingSetHitRatio = Metrics.Gauge(label: "teamlog_working_set_hit_ratio", factory: factory)
@@ -98,6 +103,10 @@ public final class ServerMetrics: Sendable {
         if let store {
             logBytes.record(Double(store.env.usedBytes))
             projectionBytes.record(Double(store.projectionEnv.usedBytes))
+            if let free = try? store.freeBytes() {
+                logFreeBytes.record(Double(free.log))
+                projectionFreeBytes.record(Double(free.projections))
+            }
         }
         return registry.emitToBuffer()
     }

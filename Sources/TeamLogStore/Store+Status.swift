@@ -59,6 +59,16 @@ public struct StoreStatus: Sendable {
 }
 
 extension Store {
+    /// The bytes of each environment's used pages that are on its free list (reused by later writes before
+    /// the file grows; a compaction gives them back), each read in a snapshot of its own.
+    public func freeBytes() throws -> (log: Int, projections: Int) {
+        let log = try env.read { txn in try txn.freePages() * txn.stat(dbs.log.handle).pageSize }
+        let projections = try projectionEnv.read { txn in
+            try txn.freePages() * txn.stat(pdbs.table(.teams)).pageSize
+        }
+        return (log, projections)
+    }
+
     /// The store's status from the committed state on disk (a live writer's checkpoint may be behind its
     /// head by up to its checkpoint interval).
     public func status() throws -> StoreStatus {

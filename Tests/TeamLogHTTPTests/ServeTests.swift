@@ -252,6 +252,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(body.contains("teamlog_commit_batch_ops_sum \(exampleLines.count + 2)"))
         #expect(body.contains("teamlog_checkpoint_lag_events"))
         #expect(body.contains("teamlog_store_bytes{env=\"log\"}"))
+        #expect(body.contains("teamlog_store_free_bytes{env=\"log\"}"))
+        #expect(body.contains("teamlog_store_free_bytes{env=\"proj\"}"))
         #expect(body.contains("teamlog_working_set_hit_ratio "))
         // Every committed event is retained (far under both limits): as many as the head seq.
         let head = try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? -1
