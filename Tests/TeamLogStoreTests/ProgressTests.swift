@@ -129,6 +129,18 @@ import Testing
         #expect(range.first == "log 1000/1500 events (0%)")
         #expect(range.contains { $0.hasPrefix("log 1250/1500 events (50%), ") })
         #expect(range.last?.hasPrefix("log 1500/1500 events (100%), ") == true)
+
+        // compact: bytes of the copy over the store's live bytes; the last frame is the compacted size, and
+        // stdout is the report alone.
+        let (compactStatus, compactOut, compactErr) = try run(
+            ["compact", "--store", store, "--json"], environment: Self.always, in: dir)
+        #expect(compactStatus == .exited(0), "\(compactErr)")
+        let report = try JSONParser.parse(try #require(compactOut.last))
+        let after = Self.kib(Int(try #require(report["bytesAfter"]?.intValue)))
+        let compact = frames(compactErr).frames
+        #expect(compact.first?.hasPrefix("compact 0.0/") == true, "\(compact)")
+        #expect(compact.last?.hasPrefix("compact \(after)/") == true, "\(compact)")
+        #expect(compactOut.count == 1)
     }
 
     /// A store of 3,000 team creations committed and never checkpointed — no close, as if the process died
@@ -183,7 +195,7 @@ import Testing
         #expect(status == .exited(0))
         #expect(stderr.hasPrefix("accepted \(Self.events), rejected 0, duplicates 0, "))
         #expect(stderr.split(separator: "\n").count == 1 && !stderr.contains("\r") && !stderr.contains("\u{1B}"))
-        for command in [["audit"], ["repair"], ["log"], ["log", "--from", "5", "--to", "9"]] {
+        for command in [["audit"], ["repair"], ["log"], ["log", "--from", "5", "--to", "9"], ["compact"]] {
             let (status, out, stderr) = try run(command + ["--store", store], environment: [:], in: dir)
             #expect(status == .exited(0), "\(command)")
             #expect(!out.isEmpty)
