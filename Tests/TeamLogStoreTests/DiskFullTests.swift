@@ -113,6 +113,46 @@ import Testing
         #expect(try CrashSafetyTests.storedTables(final) == CrashSafetyTests.storedTables(expected))
     }
 
+    /// `compact` without room for its copy: it fails, removes what it wrote, and leaves the store as it was;
+    /// with room again it succeeds.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func aCompactionWithoutRoomLeavesTheStoreAsItWas() throws {
+        let fs = try #require(Tmpfs(size: "64m"))
+        let work = TemporaryDirectory("diskfull-compact")
+        let input = work.child("w.jsonl")
+        try CrashSafetyTests.writeFile(input, Self.workload(4_000))
+        let path = fs.path + "/st"
+        let ingest = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", input, "--store", path, "--emit", "none", "--checkpoint-ops", "200"],
+            timeout: 120)
+        #expect(ingest.status == .exited(0))
+        let reader = try Store(path: path, options: BackupTests.readOnly, loadState: false)
+        let tables = try CrashSafetyTests.storedTables(reader)
+        let status = try reader.status()
+        reader.close()
+        let live = status.logUsedBytes - status.logFreeBytes + status.projectionUsedBytes - status.projectionFreeBytes
+
+        // Fill the disk but for half the copy's size.
+        var vfs = statvfs()
+        #expect(statvfs(fs.path, &vfs) == 0)
+        let filler = fs.path + "/filler"
+        try CrashSafetyTests.writeFile(filler, [UInt8](repeating: 1, count: Int(vfs.f_bavail) * Int(vfs.f_frsize) - live / 2))
+        let error = #expect(throws: StoreError.self) { try Store.compact(path: path) }
+        #expect("\(String(describing: error))".contains("No space left on device"), "\(String(describing: error))")
+        #expect(access(Store.compactionDirectory(for: path), F_OK) != 0, "the partial copy is removed")
+        let after = try Store(path: path, options: BackupTests.readOnly, loadState: false)
+        #expect(try CrashSafetyTests.storedTables(after) == tables)
+        #expect(try after.audit().ok)
+        after.close()
+
+        unlink(filler)
+        let report = try Store.compact(path: path)
+        #expect(report.bytesAfter <= report.bytesBefore)
+        let compacted = try Store(path: path, options: BackupTests.readOnly, loadState: false)
+        defer { compacted.close() }
+        #expect(try CrashSafetyTests.storedTables(compacted) == tables)
+    }
+
     /// The same through the API: `Processor.run` throws `.noSpace`, and its sink got only committed batches.
     @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
     func processorThrowsNoSpaceAndSinksOnlyCommittedRecords() throws {
