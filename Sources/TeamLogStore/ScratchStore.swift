@@ -228,7 +228,6 @@ extension Store {
             ?? walkChain(
                 in: txn, after: 0, hash: HashChain.genesis, upTo: upTo
             ) { seq, payload in
-                if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
                 if seq <= after { return nil }
                 let event: Event
                 do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
@@ -271,8 +270,6 @@ extension Store {
                     var stopped = false
                     let walk = try self.walkChain(in: other, after: 0, hash: HashChain.genesis, upTo: upTo) {
                         seq, payload in
-                        // The log's pages read so far stay resident otherwise: the whole log by the end.
-                        if seq % Store.releaseInterval == 0 { self.env.releaseResidentPages() }
                         if seq <= after { return nil }  // in the base's projections: its hash is all
                         let event: Event
                         do { event = try EventCodec.decode(seq: seq, payload) } catch {

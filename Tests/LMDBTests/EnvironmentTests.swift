@@ -189,29 +189,6 @@ import Testing
         #expect(reader.wait() == .signaled(SIGTERM))
     }
 
-    /// Resident kB (smaps `Rss:`) of the mapping of this process that holds `address`.
-    static func residentKB(ofMappingHolding address: UnsafeRawPointer) -> Int? {
-        guard let file = fopen("/proc/self/smaps", "r") else { return nil }
-        defer { fclose(file) }
-        let target = UInt(bitPattern: address)
-        var inside = false
-        var line: UnsafeMutablePointer<CChar>?
-        var capacity = 0
-        defer { free(line) }
-        while getline(&line, &capacity, file) > 0, let line {
-            let text = String(cString: line)
-            if let dash = text.firstIndex(of: "-"), let space = text.firstIndex(of: " "), dash < space,
-                let start = UInt(text[..<dash], radix: 16),
-                let end = UInt(text[text.index(after: dash)..<space], radix: 16)
-            {
-                inside = start <= target && target < end
-            } else if inside && text.hasPrefix("Rss:") {
-                return Int(String(text.filter(\.isNumber)))
-            }
-        }
-        return nil
-    }
-
     /// `releaseResidentPages` drops the map's pages from this process's resident set (a scan of the whole
     /// file makes them resident) and every value reads back unchanged afterwards, inside a transaction that
     /// was open across the release too.
@@ -256,10 +233,10 @@ import Testing
             let pointer = try BigEndianUInt64.encoded(UInt64(count / 2)).withUnsafeBytes { key in
                 try txn.withValue(db, key: key) { UnsafeRawPointer($0!.baseAddress!) }
             }
-            let before = try #require(Self.residentKB(ofMappingHolding: pointer))
+            let before = try #require(residentKB(ofMappingHolding: pointer))
             #expect(before > 4_000, "the scan made the file's pages resident: \(before) kB")
             env.releaseResidentPages()
-            let after = try #require(Self.residentKB(ofMappingHolding: pointer))
+            let after = try #require(residentKB(ofMappingHolding: pointer))
             #expect(after < before / 4, "released: \(before) kB → \(after) kB")
             let again = try readAll(txn)
             #expect(again == 0, "the open transaction reads the same values")
@@ -298,10 +275,10 @@ import Testing
             for i in stride(from: 0, to: count, by: 10) {
                 try txn.put(db, key: BigEndianUInt64.encoded(UInt64(i)), value: value(i, 1))
             }
-            let before = try #require(Self.residentKB(ofMappingHolding: pointer))
+            let before = try #require(residentKB(ofMappingHolding: pointer))
             #expect(before > 2_000, "the scan made the file's pages resident: \(before) kB")
             release()
-            let after = try #require(Self.residentKB(ofMappingHolding: pointer))
+            let after = try #require(residentKB(ofMappingHolding: pointer))
             #expect(after < before / 4, "released: \(before) kB → \(after) kB")
             #expect(try mismatches(txn, round: rewritten) == 0, "the transaction reads its writes and the old values")
         }

@@ -1,0 +1,29 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Resident kB (smaps `Rss:`) of the mapping of this process that holds `address` (an LMDB map's, for
+/// tests of page releases); `nil` where there is no `/proc/self/smaps`.
+public func residentKB(ofMappingHolding address: UnsafeRawPointer) -> Int? {
+    guard let file = fopen("/proc/self/smaps", "r") else { return nil }
+    defer { fclose(file) }
+    let target = UInt(bitPattern: address)
+    var inside = false
+    var line: UnsafeMutablePointer<CChar>?
+    var capacity = 0
+    defer { free(line) }
+    while getline(&line, &capacity, file) > 0, let line {
+        let text = String(cString: line)
+        if let dash = text.firstIndex(of: "-"), let space = text.firstIndex(of: " "), dash < space,
+            let start = UInt(text[..<dash], radix: 16),
+            let end = UInt(text[text.index(after: dash)..<space], radix: 16)
+        {
+            inside = start <= target && target < end
+        } else if inside && text.hasPrefix("Rss:") {
+            return Int(String(text.filter(\.isNumber)))
+        }
+    }
+    return nil
+}
