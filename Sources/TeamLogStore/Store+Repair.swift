@@ -77,6 +77,10 @@ extension Store {
         finishCheckpoint()
         let position = Checkpoint(seq: keep, ts: lastTs, hash: scratch.lastHash)
         let replayed = scratch.store
+        // Its checkpoint holds everything now; what the replay left resident (a working set of hundreds of
+        // MB) is read no more: freed before the copy, which reads the scratch store's tables only.
+        replayed.world = World(config: replayed.world.config)
+        Allocator.releaseFreedPages()
         let count = try projectionEnv.write { txn in
             try replayed.projectionEnv.read { rtxn in
                 var count = 0
@@ -86,7 +90,12 @@ extension Store {
                     try rtxn.forEach(replayed.pdbs.table(table)) { key, value in
                         try txn.put(db, key: key, value: value, flags: .append)
                         count += 1
-                        if UInt64(count) % Store.releaseInterval == 0 { replayed.projectionEnv.releaseResidentPages() }
+                        if UInt64(count) % Store.releaseInterval == 0 {
+                            replayed.projectionEnv.releaseResidentPages()
+                            // And the pages of this store's file the transaction read (the old tables'
+                            // pages as it freed them, its spilled pages): the whole file by the end else.
+                            projectionEnv.releaseResidentPages()
+                        }
                         return true
                     }
                 }
