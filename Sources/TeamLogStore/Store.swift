@@ -184,6 +184,9 @@ public final class Store {
     /// Its log stays empty, so its checkpoints carry the genesis hash: only its projection tables (and
     /// the checkpoint's seq and ts) mean anything. Set before the first event.
     var projectionsOnly = false
+    /// A replay's scratch store (`makeScratch`: an audit's, a repair's, a `--at` query's), which runs beside
+    /// a writer with budgets of its own: its mapped pages are dropped at half of `--cache-mb`.
+    var isReplayScratch = false
 
     /// The default working-set budget (256 MiB).
     public static let defaultCacheBytes = 256 << 20
@@ -593,12 +596,13 @@ public final class Store {
 
     /// File-backed resident bytes (the maps' pages this process touched, and its program's) beyond which
     /// the writer drops the maps' pages: the working set's budget, at least 32 MiB — half of it for an
-    /// audit's or repair's replay (`projectionsOnly`), whose peak RSS at 5M events has a 1 GB bar.
+    /// audit's, repair's or `--at` query's replay (`isReplayScratch`), whose peak RSS at 5M events has a
+    /// 1 GB bar.
     /// At half for the writer too, ingesting ops 4M–5M of the `--scale` workload spent a fifth of its
     /// writer's thread faulting in again the B-tree pages the last drop took (1.8 GB of store): at the
     /// full budget that chunk ran 58.5k → 69k ops/s with 16% fewer writer samples, its peak RSS 925 →
     /// 1,035 MB, the first chunk's 835 → 990 MB (BENCHMARKS, fifteenth session).
-    var mappedBytesBudget: Int { max(32 << 20, projectionsOnly ? options.cacheBytes / 2 : options.cacheBytes) }
+    var mappedBytesBudget: Int { max(32 << 20, isReplayScratch ? options.cacheBytes / 2 : options.cacheBytes) }
 
     /// Pages read (as `touchesSinceRelease` counts them) between two checks of the file-backed budget by
     /// the writer's thread. A page read maps more than its page (the kernel's fault-around maps the

@@ -266,6 +266,41 @@ import Testing
         #expect(try store.audit().ok)
     }
 
+    /// A long-running writer's working set stays near its budget: a sweep's walk of the resident messages
+    /// (which must leave those that asked for receipts to the queue) does not use the visits the queue's
+    /// sweep needs. Counted against one limit, the walk took the whole step once more messages were
+    /// resident than a step visits, the queue was never swept again, and the working set grew with the
+    /// history (a 10M-op writer's estimate reached 2.6× its budget).
+    @Test func sweepsKeepALongRunsWorkingSetNearItsBudget() throws {
+        let dir = TemporaryDirectory()
+        var options = Store.Options()
+        options.noSync = true
+        options.cacheBytes = 32 << 10
+        options.checkpointOps = 2_000  // ~1,400 messages resident at each sweep: more than its 1,104 visits
+        options.checkpointMs = 1 << 40
+        let store = try Store(path: dir.child("s"), options: options)
+        defer { store.close() }
+        var peaks: [Int] = []
+        var queued: [Int] = []  // resident units the queue's sweep evicts: conversations, views, tallies
+        for (n, line) in Self.mixedLines(count: 30_000, seed: 17).enumerated() {
+            guard let op = try? OpParser.parse(line: line).get() else { continue }
+            _ = try store.submit(op, now: 0)
+            if (n + 1) % 10 == 0 { try store.commit() }
+            if (n + 1) % 2_500 == 0 {
+                peaks.append(store.workingSetStats.residentBytes)
+                queued.append(store.world.convs.count + store.world.userConvCount + store.world.receipts.count)
+            }
+        }
+        try store.commit()
+        let stats = store.workingSetStats
+        #expect(stats.evictions > 0, "\(stats)")
+        // At so small a budget the units an interval names (all dirty until its checkpoint) are most of
+        // the working set: it saw-tooths with the checkpoints, but does not grow from one to the next.
+        #expect(peaks.suffix(4).max()! <= peaks.prefix(4).max()! * 3 / 2, "flat, not growing: \(peaks)")
+        #expect(queued.suffix(4).max()! <= queued.prefix(4).max()! * 3 / 2, "flat, not growing: \(queued)")
+        #expect(try store.audit().ok)
+    }
+
     /// `close` checkpoints what was committed (the next open replays nothing) but evicts nothing for it:
     /// the state is about to be freed. (Its step used to be sized by every op since the last checkpoint:
     /// a 279 ms sweep at the end of a 400,000-op `ingest`.)
