@@ -2,7 +2,7 @@
 //
 //   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
 //   .build/release/teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N]
-//                                [--out DIR] [--keep] [--scale-base-audit]
+//                                [--out DIR] [--keep] [--scale-base-audit] [--scale-one-process]
 //
 // Generates a chat workload once with teamlog-gen, ingests it chunk by chunk into one store, each chunk a
 // separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
@@ -10,7 +10,7 @@
 // DIR/scale.svg. `--scale-base-audit`: also `teamlog backup` before the last chunk and, after the audit,
 // `teamlog audit --base` of the final store from that copy (reported, not a bar; off by default, so the
 // bars' runs stay as they were: one run with it measured the last chunk at 0.74× the first; the run before
-// it, without, 0.84×).
+// it, without, 0.84×). `--scale-one-process`: the whole workload again by one child (reported, not a bar).
 
 import TeamLogStore
 
@@ -34,6 +34,12 @@ struct ScaleBench {
         var keep = false
         /// A backup before the last chunk, and an audit of the final store from it (`--scale-base-audit`).
         var baseAudit = false
+        /// After the chunks, the whole workload again into a new store by one `teamlog ingest` child
+        /// (`--scale-one-process`): a writer that runs through the whole history, as `serve` or a stream
+        /// does, where each chunk's process starts with an empty working set. Its peak RSS against the
+        /// first chunk's shows a working set that grows with history (the twenty-fourth session found one:
+        /// 1.90 GB over 10M ops in one process while each 1M-op chunk's process peaked below 1 GB).
+        var oneProcess = false
         var outDir = "."
     }
 
@@ -121,6 +127,15 @@ struct ScaleBench {
             }
         }
         unlink(scratch.chunk)
+        if options.oneProcess && !results.chunks.isEmpty {
+            progress("ingesting all \(fmt(Double(done))) ops again in one process…")
+            let oneStore = dir + "/one"
+            let run = try ChildProcess.run(
+                teamlog, ["ingest", scratch.workload, "--store", oneStore, "--emit", "none"], stdout: out, stderr: err)
+            results.oneProcess = (run, IngestSummary(parsing: readText(err)))
+            if !run.succeeded { results.problems.append("one-process ingest: \(run.ending): \(tail(readText(err)))") }
+            removeDirectoryTree(oneStore)
+        }
         unlink(scratch.workload)
 
         if results.chunks.isEmpty {

@@ -37,6 +37,15 @@ extension ScaleResults {
         } else {
             md += "Audit: not measured (see below).\n\n"
         }
+        if let oneProcess, let largest = chunks.map(\.ingest.peakRSSBytes).max() {
+            let ratio = Double(oneProcess.run.peakRSSBytes) / Double(max(1, largest))
+            md += "Not a bar: the whole workload again by one `teamlog ingest` child (a writer through the whole history, "
+            md += "as `serve` or a stream runs): \(fmt(oneProcess.run.seconds, 1)) s wall, "
+            md += "\(oneProcess.summary.map { fmt(Double($0.lines) / max($0.seconds, 1e-9)) } ?? "?") ops/s by teamlog's clock, CPU "
+            md += "\(fmt(oneProcess.run.cpuSeconds, 1)) s, peak RSS \(mb(oneProcess.run.peakRSSBytes)) MB = "
+            md += "\(fmt(ratio, 2))× the largest of the chunks' processes (a working set that grew with history would "
+            md += "show here: 1.47 GB over 5M ops in one process before the twenty-fourth session's fix).\n\n"
+        }
         if let backup, let baseAudit {
             md += "Not a bar: `teamlog backup` after ops \(fmt(Double(backup.afterOps))): \(fmt(backup.run.seconds, 2)) s, "
             md += "peak RSS \(mb(backup.run.peakRSSBytes)) MB (`\(backup.report)`); then `teamlog audit --store S --base "

@@ -46,6 +46,8 @@ struct ScaleResults {
     var backup: (run: ChildRun, afterOps: Int, report: String)?
     /// `teamlog audit --base` of the final store from that copy: its `base:` line and whether it was OK.
     var baseAudit: (run: ChildRun, baseLine: String, ok: Bool)?
+    /// The whole workload by one `teamlog ingest` child (`--scale-one-process`), and its summary.
+    var oneProcess: (run: ChildRun, summary: IngestSummary?)?
     /// What could not be measured, and why, in words.
     var problems: [String] = []
     /// Load average at the end.

@@ -3,7 +3,7 @@
 //   swift run -c release teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]
 //                                      [--row-mix-ops N] [--sqlite-seconds S]
 //   teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR] [--keep]
-//                         [--scale-base-audit]
+//                         [--scale-base-audit] [--scale-one-process]
 //     (issue 11's bars on the real CLI as child processes: ScaleBench.swift)
 //   teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]
 //     (issue 13: the CLI against 1, 2, 3 NATS JetStream partitions, latency, the scaling model: NATSBench.swift)
@@ -115,6 +115,7 @@ func run() throws {
         case "--scale-chunk": scaleOptions.chunk = Int(args.next()!)!
         case "--keep": scaleOptions.keep = true
         case "--scale-base-audit": scaleOptions.baseAudit = true
+        case "--scale-one-process": scaleOptions.oneProcess = true
         case "--nats": nats = true
         case "--nats-ops": natsOptions.ops = Int(args.next()!)!
         case "--row-mix-ops": rowMixOps = Int(args.next()!)!
@@ -128,7 +129,7 @@ func run() throws {
             )
             print(
                 "       teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR]"
-                    + " [--keep] [--scale-base-audit]")
+                    + " [--keep] [--scale-base-audit] [--scale-one-process]")
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
             print(
                 "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--stream-live-warm-up N]"
