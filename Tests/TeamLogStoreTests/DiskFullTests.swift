@@ -55,6 +55,18 @@ import Testing
         return bytes
     }
 
+    /// A tmpfs of `size`, a work directory (`name`) holding `count` lines of the workload in `w.jsonl`, and
+    /// a store's path on the tmpfs. Keep the returned `fs`: it unmounts when it dies.
+    static func fixture(size: String, lines count: Int, _ name: String) throws
+        -> (fs: Tmpfs, work: TemporaryDirectory, input: String, store: String)
+    {
+        let fs = try #require(Tmpfs(size: size))
+        let work = TemporaryDirectory(name)
+        let input = work.child("w.jsonl")
+        try CrashSafetyTests.writeFile(input, Self.workload(count))
+        return (fs, work, input, fs.path + "/st")
+    }
+
     enum Mode: String, CaseIterable, Sendable {
         case batch, follow
         /// Checkpoints as often as commits, so the projections' writes meet the full disk too.
@@ -67,11 +79,8 @@ import Testing
 
     @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"), arguments: Mode.allCases)
     func aFullDiskPrintsNothingOfTheFailedBatchAndResumes(mode: Mode) throws {
-        let fs = try #require(Tmpfs(size: "2m"))
-        let work = TemporaryDirectory("diskfull-input")
-        let input = work.child("w.jsonl")
-        try CrashSafetyTests.writeFile(input, Self.workload(12_000))
-        let store = fs.path + "/st"
+        let (fs, work, input, store) = try Self.fixture(size: "2m", lines: 12_000, "diskfull-input")
+        defer { withExtendedLifetime((fs, work)) {} }  // mounted and kept to the end
 
         // 1. The disk fills: exit 2, the cause named with the store's path, and only committed records printed.
         let err = work.child("full.err")
@@ -117,11 +126,8 @@ import Testing
     /// with room again it succeeds.
     @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
     func aCompactionWithoutRoomLeavesTheStoreAsItWas() throws {
-        let fs = try #require(Tmpfs(size: "64m"))
-        let work = TemporaryDirectory("diskfull-compact")
-        let input = work.child("w.jsonl")
-        try CrashSafetyTests.writeFile(input, Self.workload(4_000))
-        let path = fs.path + "/st"
+        let (fs, work, input, path) = try Self.fixture(size: "64m", lines: 4_000, "diskfull-compact")
+        defer { withExtendedLifetime((fs, work)) {} }  // mounted and kept to the end
         let ingest = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["ingest", input, "--store", path, "--emit", "none", "--checkpoint-ops", "200"],
             timeout: 120)
@@ -156,11 +162,8 @@ import Testing
     /// The same through the API: `Processor.run` throws `.noSpace`, and its sink got only committed batches.
     @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
     func processorThrowsNoSpaceAndSinksOnlyCommittedRecords() throws {
-        let fs = try #require(Tmpfs(size: "2m"))
-        let work = TemporaryDirectory("diskfull-api")
-        let input = work.child("w.jsonl")
-        try CrashSafetyTests.writeFile(input, Self.workload(12_000))
-        let path = fs.path + "/st"
+        let (fs, work, input, path) = try Self.fixture(size: "2m", lines: 12_000, "diskfull-api")
+        defer { withExtendedLifetime((fs, work)) {} }  // mounted and kept to the end
         var sunk: [UInt8] = []
         var thrown: (any Error)?
         do {
