@@ -10,7 +10,7 @@ public enum ResidentMemory {
     /// where there is no such file (not Linux) or it cannot be read.
     public static func fileBackedBytes() -> Int? {
         #if os(Linux)
-            let fd = open("/proc/self/statm", O_RDONLY)
+            let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { return nil }
             defer { close(fd) }
             var buffer = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))

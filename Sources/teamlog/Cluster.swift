@@ -70,7 +70,7 @@ struct Route: ParsableCommand {
 
     func run() throws {
         guard window > 0, replicas > 0 else { throw ValidationError("--window and --replicas must be positive") }
-        let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY)
+        let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
         let connection: NATSConnection

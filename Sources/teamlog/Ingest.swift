@@ -50,7 +50,7 @@ struct Ingest: ParsableCommand {
             throw ValidationError("--emit must be all, events or none")
         }
         guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
-        let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY)
+        let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
 

@@ -169,7 +169,7 @@ struct Serve: AsyncParsableCommand {
     }
 
     static func readToken(_ path: String) throws -> String {
-        let fd = open(path, O_RDONLY)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var bytes: [UInt8] = []

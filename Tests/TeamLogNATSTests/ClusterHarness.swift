@@ -242,7 +242,7 @@ func sleepMs(_ ms: Int) {
 }
 
 func readBytes(_ path: String) throws -> [UInt8] {
-    let fd = open(path, O_RDONLY)
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw ChildProcessError("cannot open \(path)") }
     defer { close(fd) }
     var bytes: [UInt8] = []

@@ -175,7 +175,7 @@ struct OutageTests {
     @Test func routeAndServeFailClearlyWithoutNATS() throws {
         let dir = TemporaryDirectory()
         let input = dir.child("in.jsonl")
-        let fd = open(input, O_CREAT | O_WRONLY, 0o644)
+        let fd = open(input, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
         _ = #"{"op":"clock.tick","actor":"a"}"#.withCString { write(fd, $0, strlen($0)) }
         close(fd)
         let url = "nats://127.0.0.1:1"  // nothing listens on port 1

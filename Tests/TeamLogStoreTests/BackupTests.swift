@@ -280,7 +280,7 @@ import Testing
         let directory = TemporaryDirectory("remove-gently")
         let big = directory.child("big")
         let chunk = [UInt8](repeating: 7, count: 1 << 20)
-        let fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(big, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         try #require(fd >= 0)
         for _ in 0..<40 { _ = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
         close(fd)

@@ -143,7 +143,7 @@ import Testing
         #expect(
             try run(["ingest", Self.examples + "/messages.jsonl", "--store", source, "--emit", "none"]).0 == .exited(0))
         let timed = dir.child("timed.jsonl")
-        let fd = open(timed, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(timed, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         let text =
             try run(["log", "--store", source]).1.joined(separator: "\n") + "\n{\"op\":\"team.fly\",\"actor\":\"a\"}\n"
         _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
@@ -202,7 +202,7 @@ import Testing
         #expect(status == .exited(0))
         let exported = dir.child("log.jsonl")
         let text = lines.joined(separator: "\n") + "\n"
-        let fd = open(exported, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(exported, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         _ = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         #expect(try run(["ingest", exported, "--store", b, "--emit", "none"]).0 == .exited(0))

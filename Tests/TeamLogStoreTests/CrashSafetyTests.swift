@@ -270,7 +270,7 @@ import Testing
     }
 
     static func writeFile(_ path: String, _ bytes: [UInt8]) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw StoreError("cannot create \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var offset = 0

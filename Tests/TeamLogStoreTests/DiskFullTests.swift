@@ -138,11 +138,15 @@ import Testing
         reader.close()
         let live = status.logUsedBytes - status.logFreeBytes + status.projectionUsedBytes - status.projectionFreeBytes
 
-        // Fill the disk but for half the copy's size.
+        // The disk shrunk to what it holds and half the copy's size. (Not filled with a file: a child that
+        // another test spawned while the file was open for writing would hold its blocks after the unlink —
+        // the likely cause of two fresh-clone CI runs finding 0.6 MB free of 256 MB after the unlink, which
+        // no local run reproduced; the suite's files are opened `O_CLOEXEC` since — and a remount cannot
+        // leak.)
         var vfs = statvfs()
         #expect(statvfs(fs.path, &vfs) == 0)
-        let filler = fs.path + "/filler"
-        try CrashSafetyTests.writeFile(filler, [UInt8](repeating: 1, count: Int(vfs.f_bavail) * Int(vfs.f_frsize) - live / 2))
+        let usedKiB = (Int(vfs.f_blocks) - Int(vfs.f_bfree)) * Int(vfs.f_frsize) / 1024
+        try fs.resize("\(usedKiB + live / 2 / 1024)k")
         let error = #expect(throws: StoreError.self) { try Store.compact(path: path) }
         #expect("\(String(describing: error))".contains("No space left on device"), "\(String(describing: error))")
         #expect(access(Store.compactionDirectory(for: path), F_OK) != 0, "the partial copy is removed")
@@ -151,7 +155,7 @@ import Testing
         #expect(try after.audit().ok)
         after.close()
 
-        unlink(filler)
+        try fs.resize("256m")
         // Room again: the failed copy left nothing behind, so what is free is the tmpfs less the store.
         #expect(statvfs(fs.path, &vfs) == 0)
         let room = Int(vfs.f_bavail) * Int(vfs.f_frsize)
@@ -179,7 +183,7 @@ import Testing
             options.batchSize = 500
             options.emit = .events
             let processor = Processor(store: store, options: options) { sunk += $0 }
-            let fd = open(input, O_RDONLY)
+            let fd = open(input, O_RDONLY | O_CLOEXEC)
             defer { close(fd) }
             var reader = LineReader(fd: fd, follow: false)
             do { try processor.run(&reader) } catch { thrown = error }

@@ -351,7 +351,7 @@ import Testing
     }
 
     static func readBytes(_ path: String) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var out: [UInt8] = []

@@ -31,7 +31,7 @@ import Testing
         let f = fopen(file, "w")!
         _ = Array(text.utf8).withUnsafeBytes { fwrite($0.baseAddress, 1, $0.count, f) }
         fclose(f)
-        let fd = open(file, O_RDONLY)
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
         defer { close(fd) }
         var reader = LineReader(fd: fd)
         try processor.run(&reader)

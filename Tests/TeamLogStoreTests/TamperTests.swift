@@ -261,7 +261,7 @@ import Testing
 
     /// Writes `bytes[offset]` back to the file at each offset.
     static func overwrite(_ path: String, with bytes: [UInt8], at offsets: [Int]) throws {
-        let fd = open(path, O_WRONLY)
+        let fd = open(path, O_WRONLY | O_CLOEXEC)
         guard fd >= 0 else { throw StoreError("cannot open \(path): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         for offset in offsets {

@@ -47,7 +47,7 @@ public final class TemporaryDirectory: @unchecked Sendable {
 
 /// A file's text, as UTF-8 (invalid bytes repaired); "" when it cannot be opened.
 public func readTextFile(_ path: String) -> String {
-    let fd = open(path, O_RDONLY)
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { return "" }
     defer { close(fd) }
     var out: [UInt8] = []

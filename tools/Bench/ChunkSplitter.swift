@@ -15,13 +15,13 @@ struct ChunkSplitter {
 
     /// Opens `path` for reading.
     init(path: String) throws {
-        fd = open(path, O_RDONLY)
+        fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw BenchError("cannot open \(path): \(String(cString: strerror(errno)))") }
     }
 
     /// Copies the next `lines` lines (fewer at the end of the file) to `path`; returns how many it copied.
     mutating func copy(lines: Int, to path: String) throws -> Int {
-        let out = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        let out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard out >= 0 else { throw BenchError("cannot create \(path): \(String(cString: strerror(errno)))") }
         defer { Glibc.close(out) }
         var copied = 0

@@ -202,7 +202,7 @@ func run() throws {
     let processor = Processor(store: storeB, options: popts, clock: { 0 }) { _ in }
     let file = dirB + "/ops.jsonl"
     writeFile(file, lines.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n") + "\n")
-    let fd = open(file, O_RDONLY)
+    let fd = open(file, O_RDONLY | O_CLOEXEC)
     var reader = LineReader(fd: fd)
     t = now()
     try processor.run(&reader)  // the CLI's path: reading and parsing on a second thread

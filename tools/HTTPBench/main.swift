@@ -337,7 +337,7 @@ struct HTTPBench {
         let processor = Processor(store: cliStore, options: popts) { _ in }
         let file = cliDir + "/ops.jsonl"
         writeFile(file, Array(lines.joined(separator: [0x0A])) + [0x0A])
-        let fd = open(file, O_RDONLY)
+        let fd = open(file, O_RDONLY | O_CLOEXEC)
         var reader = LineReader(fd: fd)
         print("1. CLI batch path (teamlog ingest FILE)…")
         var t = now()
