@@ -89,10 +89,17 @@ public class Transaction {
             pages: s.ms_branch_pages + s.ms_leaf_pages + s.ms_overflow_pages, pageSize: Int(s.ms_psize))
     }
 
-    /// Pages on LMDB's free list in this snapshot (its database 0, as `mdb_stat -f` counts them): pages a
-    /// later write reuses before it grows the file — once no reader still holds the snapshot that freed
-    /// them. A compacting copy (`Environment.copy`) leaves them out.
-    public func freePages() throws -> Int {
+    /// The bytes of the pages on LMDB's free list in this snapshot (its database 0, as `mdb_stat -f` counts
+    /// them): pages a later write reuses before it grows the file — once no reader still holds the snapshot
+    /// that freed them. A compacting copy (`Environment.copy`) leaves them out.
+    public func freeBytes() throws -> Int {
+        var stat = MDB_stat()
+        mdb_env_stat(environment.env, &stat)
+        return try freePages() * Int(stat.ms_psize)
+    }
+
+    /// The pages on the free list (`freeBytes`).
+    private func freePages() throws -> Int {
         try withCursor(DatabaseHandle(dbi: 0, name: "(free list)")) { cursor in
             var pages = 0
             var entry = try cursor.first()

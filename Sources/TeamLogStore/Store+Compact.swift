@@ -61,7 +61,16 @@ extension Store {
         }
         let path = String(cString: resolved)
         free(resolved)
-        let lock = try WriterLock(directory: path, wait: false)
+        let lock: WriterLock
+        do { lock = try WriterLock(directory: path, wait: false) } catch let error as StoreError
+        where error.code == .writerBusy {
+            // Not the writers' "or pass --wait": compaction does not wait.
+            let holder = WriterLock.holder(directory: path).map { " (pid \($0))" } ?? ""
+            throw StoreError(
+                code: .writerBusy,
+                message: "store \(given) is being written by another process\(holder): stop the writer first, "
+                    + "compaction needs the store to itself", path: given)
+        }
         defer { lock.release() }
         let bytesBefore = fileSize(path + "/data.mdb") + fileSize(path + "/" + ProjectionDatabases.directory + "/data.mdb")
         let copyPath = compactionDirectory(for: path)

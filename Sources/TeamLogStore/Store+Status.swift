@@ -30,6 +30,9 @@ public struct StoreStatus: Sendable {
     /// grows (a backup, compacted, leaves them out).
     public var logFreeBytes: Int
     public var projectionFreeBytes: Int
+    /// The live bytes of both data files, about what a compacted copy (`backup`, `compact`) holds: used
+    /// less free.
+    public var liveBytes: Int { logUsedBytes - logFreeBytes + projectionUsedBytes - projectionFreeBytes }
     /// The pid of the process writing the store, if one is.
     public var writerPid: Int32?
 
@@ -62,11 +65,7 @@ extension Store {
     /// The bytes of each environment's used pages that are on its free list (reused by later writes before
     /// the file grows; a compaction gives them back), each read in a snapshot of its own.
     public func freeBytes() throws -> (log: Int, projections: Int) {
-        let log = try env.read { txn in try txn.freePages() * txn.stat(dbs.log.handle).pageSize }
-        let projections = try projectionEnv.read { txn in
-            try txn.freePages() * txn.stat(pdbs.table(.teams)).pageSize
-        }
-        return (log, projections)
+        (try env.read { try $0.freeBytes() }, try projectionEnv.read { try $0.freeBytes() })
     }
 
     /// The store's status from the committed state on disk (a live writer's checkpoint may be behind its
@@ -74,25 +73,21 @@ extension Store {
     public func status() throws -> StoreStatus {
         let (head, logTables, logFree) = try env.read { txn in
             let head = try dbs.readMeta(txn)
-            var pageSize = 0
             let tables = try [("log", dbs.log.handle), ("opIds", dbs.opIds.handle), ("meta", dbs.meta.handle)].map {
                 name, db in
                 let stat = try txn.stat(db)
-                pageSize = stat.pageSize
                 return StoreStatus.Table(name: "log/\(name)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
             }
-            return (head, tables, try txn.freePages() * pageSize)
+            return (head, tables, try txn.freeBytes())
         }
         let (checkpoint, projectionTables, projectionFree) = try projectionEnv.read { txn in
             let checkpoint = try pdbs.readCheckpoint(txn)
-            var pageSize = 0
             let tables = try ProjectionTable.allCases.map { table in
                 let stat = try txn.stat(pdbs.table(table))
-                pageSize = stat.pageSize
                 return StoreStatus.Table(
                     name: "proj/\(table.rawValue)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
             }
-            return (checkpoint, tables, try txn.freePages() * pageSize)
+            return (checkpoint, tables, try txn.freeBytes())
         }
         return StoreStatus(
             headSeq: head.lastSeq, headTs: head.lastTs, checkpointSeq: checkpoint.seq, checkpointTs: checkpoint.ts,

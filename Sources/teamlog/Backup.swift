@@ -28,10 +28,7 @@ struct Backup: ParsableCommand {
         defer { store.close() }
         let start = monotonicSeconds()
         let status = try store.status()
-        // What the compacted copies will hold, about: the used pages less the free ones (branch pages and
-        // a snapshot's pages freed meanwhile make it differ a little).
-        let total = status.logUsedBytes - status.logFreeBytes + status.projectionUsedBytes - status.projectionFreeBytes
-        let progress = Progress("backup", total: total, unit: .bytes)
+        let progress = Progress("backup", total: status.liveBytes, unit: .bytes)
         defer { progress.clear() }
         let report: BackupReport
         do {

@@ -23,25 +23,15 @@ struct Compact: ParsableCommand {
         priority.lowerThisThread()  // before the copy's and the progress's threads
         let path = storeOptions.path
         let start = monotonicSeconds()
-        let total = (try? openForQuery(path)).map { store in
+        let total = (try? openForQuery(path)).flatMap { store in
             defer { store.close() }
-            return (try? store.status()).map {
-                $0.logUsedBytes - $0.logFreeBytes + $0.projectionUsedBytes - $0.projectionFreeBytes
-            }
-        } ?? nil
+            return (try? store.status())?.liveBytes
+        }
         let progress = Progress("compact", total: total, unit: .bytes)
         defer { progress.clear() }
         let report: CompactReport
         do {
             report = try Store.compact(path: path, progress: progress.isOn ? { progress.update($0) } : nil)
-        } catch let error as StoreError where error.code == .writerBusy {
-            let pid = (try? openForQuery(path)).flatMap { store in
-                defer { store.close() }
-                return (try? store.status())?.writerPid
-            }
-            throw CLIError(
-                "store \(path) is being written by another process\(pid.map { " (pid \($0))" } ?? ""): stop the "
-                    + "writer first, compaction needs the store to itself")
         } catch {
             throw cannotOpen(path, error)
         }

@@ -17,7 +17,8 @@ struct Teamlog: AsyncParsableCommand {
     )
 }
 
-/// `--nice N` of the commands that run beside a live writer as background work (`audit`, `backup`), as the
+/// `--nice N` of the commands that run beside a live writer as background work (`audit`, `backup`; and `compact`,
+/// beside queries), as the
 /// writer's own checkpoints do: they get a core only when the writer's threads leave one.
 struct BackgroundPriority: ParsableArguments {
     @Option(help: "Scheduling priority (nice, 0-19; 0 keeps the caller's): runs beside a live writer as background work.")

@@ -136,7 +136,7 @@ import Testing
         let tables = try CrashSafetyTests.storedTables(reader)
         let status = try reader.status()
         reader.close()
-        let live = status.logUsedBytes - status.logFreeBytes + status.projectionUsedBytes - status.projectionFreeBytes
+        let live = status.liveBytes
 
         // The disk shrunk to what it holds and half the copy's size. (Not filled with a file: a child that
         // another test spawned while the file was open for writing would hold its blocks after the unlink —
