@@ -153,6 +153,20 @@ struct ScaleBench {
             } else if !audit.succeeded {
                 results.problems.append("audit: \(audit.ending): \(tail(readText(out)))")
             }
+            // Not a bar: the domain's apply alone on the same log (in memory, one thread), the ceiling of
+            // any replay of it, so the audit's rate can be read against what the domain itself allows.
+            progress("applying the log to an in-memory World alone (the replay's ceiling)…")
+            let bench = try ChildProcess.sibling("teamlog-bench")
+            let ceiling = try ChildProcess.run(bench, ["--apply-ceiling", store], stdout: out, stderr: err)
+            let line = readText(out).split(separator: "\n").first { $0.hasPrefix("apply-ceiling: ") }
+            let fields = line.map { $0.dropFirst("apply-ceiling: ".count).split(separator: " ") } ?? []
+            if ceiling.succeeded, fields.count > 2, let events = Int(fields[0]),
+                let seconds = Double(fields[2].filter { $0 != "," })
+            {
+                results.applyCeiling = (ceiling, events, seconds)
+            } else {
+                results.problems.append("apply ceiling: \(ceiling.ending): \(tail(readText(out))) \(tail(readText(err)))")
+            }
             if let backup = results.backup, backup.run.succeeded {
                 progress("auditing from the copy taken after ops \(fmt(Double(backup.afterOps)))…")
                 let run = try ChildProcess.run(

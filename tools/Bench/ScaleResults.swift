@@ -46,6 +46,8 @@ struct ScaleResults {
     var backup: (run: ChildRun, afterOps: Int, report: String)?
     /// `teamlog audit --base` of the final store from that copy: its `base:` line and whether it was OK.
     var baseAudit: (run: ChildRun, baseLine: String, ok: Bool)?
+    /// `teamlog-bench --apply-ceiling` of the final store (a child): its events and seconds of `apply` alone.
+    var applyCeiling: (run: ChildRun, events: Int, applySeconds: Double)?
     /// The whole workload by one `teamlog ingest` child (`--scale-one-process`), and its summary.
     var oneProcess: (run: ChildRun, summary: IngestSummary?)?
     /// What could not be measured, and why, in words.

@@ -9,6 +9,8 @@
 //     (issue 13: the CLI against 1, 2, 3 NATS JetStream partitions, latency, the scaling model: NATSBench.swift)
 //   teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--flush-ms T] …
 //     (issue 11's stream bar on `teamlog ingest --follow` as a child process: StreamBench.swift)
+//   teamlog-bench --apply-ceiling STORE
+//     (a store's events applied to an in-memory World alone: the ceiling of any replay; `--scale` runs it)
 //
 // Reports ops/s, member-decisions/s, deliveries/s, replay (audit) events/s, peak memory, store bytes per
 // event and stream commit latency, beside the raw-LMDB-append limit, a naive per-member fan-out and the
@@ -123,6 +125,9 @@ func run() throws {
         case "--parse-file":
             try parseFile(args.next()!)
             return
+        case "--apply-ceiling":
+            try applyCeiling(args.next()!)
+            return
         default:
             print(
                 "usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR] [--row-mix-ops N] [--sqlite-seconds S]"
@@ -131,6 +136,7 @@ func run() throws {
                 "       teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR]"
                     + " [--keep] [--scale-base-audit] [--scale-one-process]")
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
+            print("       teamlog-bench --apply-ceiling STORE")
             print(
                 "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--stream-live-warm-up N]"
                     + " [--stream-latency-log FILE] [--stream-child-args \"ARGS\"] [--stream-backup-at S | --stream-audit-at S] [--stream-side-args \"ARGS\"]"
@@ -245,6 +251,25 @@ func run() throws {
     let report = try store.audit()
     let auditSeconds = now() - t
     precondition(report.ok, "audit failed")
+
+    // 5b. The domain's apply alone: the same events, decoded up front, applied to a plain in-memory
+    // `World` on one thread — no chain check, no store, no change tracking, no deliveries. No replay of
+    // this domain (audit, `--at`, repair) can be faster than this on one core.
+    var replayEvents: [Event] = []
+    try store.forEachEvent { replayEvents.append($0) }
+    var bare = World(config: store.world.config)
+    bare.tracksChanges = false
+    bare.wantsDeliveries = false
+    var bareOut: [Output] = []
+    var bareStats = FanOutStats()
+    t = now()
+    for event in replayEvents {
+        bareOut.removeAll(keepingCapacity: true)
+        bare.apply(event, into: &bareOut, counting: &bareStats)
+    }
+    let applySeconds = now() - t
+    precondition(bare.teams.count >= store.world.teams.count, "the bare replay lost teams")  // the writer's: the resident ones
+    replayEvents = []
 
     // 6. The fan-out core vs a naive per-member dictionary loop, on the biggest team of the run.
     let biggest = store.world.teams.values.filter { !$0.dismissed }.max { $0.memberCount < $1.memberCount }!
@@ -406,6 +431,12 @@ func run() throws {
             name: "replay (audit)", value: Double(report.events) / auditSeconds, unit: "events/s",
             note: "target ≥ 2,000,000"),
         Row(
+            name: "domain apply alone (in memory)", value: Double(report.events) / applySeconds,
+            unit: "events/s",
+            note:
+                "the same events decoded up front, applied to a plain World on one thread: the ceiling of any replay; the audit reaches \(fmt(100 * applySeconds / auditSeconds))% of it"
+        ),
+        Row(
             name: "stream commit latency p50 / p99", value: p99, unit: "ms (p99)",
             note:
                 "p50 \(fmt(p50, 2)) ms at \(fmt(offered)) ops/s offered for \(fmt(Double(streamEnd - warmUp))) ops after a \(fmt(Double(warmUp)))-op warm-up (\(fmt(Double(streamEnd - warmUp) / streamSeconds)) ops/s achieved; \(fmt(Double(latencies.count))) commits, \(fmt(commitSeconds / Double(max(1, latencies.count)) * 1000, 2)) ms each on average, \(fmt(100 * commitSeconds / streamSeconds))% of the time in commits); target p99 ≤ 5 ms"
@@ -504,6 +535,48 @@ func parseFile(_ path: String) throws {
     let seconds = now() - t
     print(
         "teamlog OpParser (bytes to a validated Op): \(lines.count) lines in \(fmt(seconds, 3)) s = \(fmt(Double(lines.count) / seconds)) lines/s, \(fmt(Double(bytes) / seconds / 1e6, 1)) MB/s (\(accepted) ops, \(lines.count - accepted) rejected)"
+    )
+}
+
+/// `--apply-ceiling STORE`: the store's committed events applied to a plain in-memory `World` on one thread,
+/// decoded 65,536 at a time with only the applying timed — the domain's `apply` alone, without the chain
+/// check, the store, change tracking or deliveries: no replay of this log (audit, `--at`, repair) can be
+/// faster on one core. The whole history stays in memory (a bench, not a command: several GB at 5M events).
+/// Prints one line `apply-ceiling: N events, S s of apply, R events/s`. `--scale` runs it after its audit.
+func applyCeiling(_ path: String) throws {
+    var storeOptions = Store.Options()
+    storeOptions.readOnly = true
+    let store = try Store(path: path, options: storeOptions)
+    defer { store.close() }
+    var world = World(config: store.world.config)
+    world.tracksChanges = false
+    world.wantsDeliveries = false
+    var out: [Output] = []
+    var stats = FanOutStats()
+    var chunk: [Event] = []
+    chunk.reserveCapacity(65_536)
+    var events = 0
+    var seconds = 0.0
+    func applyChunk() {
+        let t = now()
+        for event in chunk {
+            out.removeAll(keepingCapacity: true)
+            world.apply(event, into: &out, counting: &stats)
+        }
+        seconds += now() - t
+        events += chunk.count
+        chunk.removeAll(keepingCapacity: true)
+    }
+    var broken: Store.ChainProblem?
+    try store.forEachEvent(
+        { event in
+            chunk.append(event)
+            if chunk.count == 65_536 { applyChunk() }
+        }, problem: { broken = $0 })
+    applyChunk()
+    if let broken { throw BenchError("the log's chain breaks at seq \(broken.seq): \(broken.message)") }
+    print(
+        "apply-ceiling: \(events) events, \(fmt(seconds, 3)) s of apply, \(fmt(Double(events) / max(seconds, 1e-9))) events/s (\(world.teams.count) teams)"
     )
 }
 
