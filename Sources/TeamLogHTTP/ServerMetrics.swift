@@ -21,6 +21,7 @@ public final class ServerMetrics: Sendable {
     let logBytes: Metrics.Gauge
     let projectionBytes: Metrics.Gauge
     let logFreeBytes: Metrics.Gauge
+    let readAhead: Metrics.Gauge
     let projectionFreeBytes: Metrics.Gauge
     let workingSetBytes: Metrics.Gauge
     let workingSetBudget: Metrics.Gauge
@@ -61,6 +62,7 @@ public final class ServerMetrics: Sendable {
         logFreeBytes = Metrics.Gauge(label: "teamlog_store_free_bytes", dimensions: [("env", "log")], factory: factory)
         projectionFreeBytes = Metrics.Gauge(
             label: "teamlog_store_free_bytes", dimensions: [("env", "proj")], factory: factory)
+        readAhead = Metrics.Gauge(label: "teamlog_store_read_ahead", factory: factory)
         workingSetBytes = Metrics.Gauge(label: "teamlog_working_set_bytes", factory: factory)
         workingSetBudget = Metrics.Gauge(label: "teamlog_working_set_budget_bytes", factory: factory)
         workingSetHitRatio = Metrics.Gauge(label: "teamlog_working_set_hit_ratio", factory: factory)
@@ -103,6 +105,7 @@ public final class ServerMetrics: Sendable {
         if let store {
             logBytes.record(Double(store.env.usedBytes))
             projectionBytes.record(Double(store.projectionEnv.usedBytes))
+            readAhead.record(store.readAheadIsOn ? 1 : 0)
             if let free = try? store.freeBytes() {
                 logFreeBytes.record(Double(free.log))
                 projectionFreeBytes.record(Double(free.projections))

@@ -24,6 +24,77 @@ public enum ResidentMemory {
         #endif
     }
 
+    /// Anonymous resident bytes (the heap, stacks): `/proc/self/statm`'s resident pages less its shared
+    /// ones. `nil` where it cannot be read.
+    public static func anonymousBytes() -> Int? {
+        #if os(Linux)
+            guard let text = smallFile("/proc/self/statm") else { return nil }
+            let fields = text.split(separator: " ").compactMap { Int($0.filter(\.isNumber)) }
+            guard fields.count >= 3 else { return nil }
+            return max(0, fields[1] - fields[2]) * Int(sysconf(Int32(_SC_PAGESIZE)))
+        #else
+            return nil
+        #endif
+    }
+
+    /// The memory this process may use, as the kernel limits it: the smallest of the machine's memory
+    /// (`MemTotal`) and the limits of the memory cgroups it runs in, along each one's path up to the root
+    /// (v2 `memory.max`, v1 `memory.limit_in_bytes`: a container's limit). `nil` where none can be read.
+    /// `root`: a directory standing for `/` (tests give one with their own `proc` and `sys` files).
+    public static func limitBytes(root: String = "") -> Int? {
+        #if os(Linux)
+            var limits: [Int] = []
+            if let meminfo = smallFile(root + "/proc/meminfo"),
+                let line = meminfo.split(separator: "\n").first(where: { $0.hasPrefix("MemTotal:") }),
+                let kib = Int(line.filter(\.isNumber))
+            {
+                limits.append(kib * 1024)
+            }
+            for line in (smallFile(root + "/proc/self/cgroup") ?? "").split(separator: "\n") {
+                // "hierarchy:controllers:path": v2 is "0::path", v1's memory hierarchy lists "memory".
+                let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+                guard fields.count == 3 else { continue }
+                let file: String
+                if fields[0] == "0" && fields[1].isEmpty {
+                    file = "memory.max"
+                } else if fields[1].split(separator: ",").contains("memory") {
+                    file = "memory.limit_in_bytes"
+                } else {
+                    continue
+                }
+                let base = root + (file == "memory.max" ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory")
+                var path = String(fields[2])
+                while true {
+                    let dir = path == "/" ? base : base + path
+                    if let text = smallFile(dir + "/" + file), let bytes = Int(text.filter(\.isNumber)) {
+                        limits.append(bytes)
+                    }
+                    guard let slash = path.lastIndex(of: "/"), path != "/" else { break }
+                    path = slash == path.startIndex ? "/" : String(path[..<slash])
+                }
+            }
+            return limits.min()
+        #else
+            return nil
+        #endif
+    }
+
+    /// The text of a small file (under 64 KiB: `/proc` and cgroup files), or `nil`.
+    static func smallFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 65_536 {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            bytes += chunk[..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Whether the file-backed resident bytes are over `budget`, or cannot be read (then a caller that
     /// releases pages over a budget releases them, as it did before there was a budget).
     static func fileBacked(over budget: Int) -> Bool {

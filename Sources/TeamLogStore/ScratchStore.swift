@@ -154,6 +154,8 @@ extension Store {
             options.projectionsAheadOfLog = true
         }
         options.checkpointOps = limits.checkpointOps
+        options.readAhead = self.options.readAhead  // and `memoryLimit`, below: the process's, as this store's
+        options.memoryLimit = memoryLimit
         // A replay is throughput-bound on every core it has, and nothing waits on it with a latency: its
         // checkpoints keep the process's priority.
         options.checkpointNice = nil
@@ -169,6 +171,12 @@ extension Store {
             // writer does): it runs beside a writer in `serve` (`?at=`), and at the writer's own budget its
             // peak RSS reached 1.16 GB at `--at 4000000`.
             scratch.workingSet.budgetBytes = limits.budgetBytes
+            // The replay reads this store's maps beside the scratch store's: their pages share the memory.
+            scratch.readAheadCompanionBytes = { [weak self] in
+                guard let self else { return 0 }
+                return self.env.usedBytes + self.projectionEnv.usedBytes
+            }
+            scratch.adjustReadAhead()
             return ScratchStore(store: scratch, path: path)
         } catch {
             removeDirectoryTree(path)

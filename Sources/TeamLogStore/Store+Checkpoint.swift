@@ -53,6 +53,7 @@ extension Store {
         // The pages read since (opId lookups, units loaded), as the checkpointer does for its own, over the
         // budget (on the releaser's thread).
         releaseResidentPagesIfOverBudget()
+        adjustReadAhead()  // the files grew
         let position = Checkpoint(seq: world.lastSeq, ts: world.lastTs, hash: hash ?? lastHash)
         let committer = self.committer
         bufferChanges()

@@ -48,6 +48,12 @@ extension Store {
         in txn: Transaction, after seq: UInt64, hash: [UInt8], upTo: UInt64? = nil,
         _ body: (UInt64, UnsafeRawBufferPointer) throws -> String?
     ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?) {
+        // A walk reads the log front to back: read-ahead serves it whatever the memory (`ReadAhead`). On a
+        // 5M-event audit in a 1.5 GiB memory cgroup, with the log read a page at a time: 747,647 major
+        // faults. Advice changes only when pages are read, never what: a concurrent change is harmless.
+        let readAhead = env.readAhead
+        env.setReadAhead(true)
+        defer { env.setReadAhead(readAhead) }
         var hash = hash
         var expected = seq + 1
         var problem: ChainProblem?

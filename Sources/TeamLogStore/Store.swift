@@ -63,6 +63,11 @@ public final class Store {
         /// The budget of the working set: the resident projections' estimated size, in bytes, beyond which
         /// clean units are evicted after each checkpoint (`--cache-mb`).
         public var cacheBytes: Int = Store.defaultCacheBytes
+        /// The maps' read-ahead (`ReadAhead`): by default `TEAMLOG_READ_AHEAD`, else `auto`.
+        public var readAhead: ReadAhead = .environmentDefault
+        /// The memory the process may use, for `readAhead` `auto` (`nil`: the machine's or its memory
+        /// cgroup's limit, `ResidentMemory.limitBytes`).
+        public var memoryLimit: Int? = nil
         /// Called while an open replays the log after the projections' checkpoint (what a crash left:
         /// up to about one checkpoint interval; seconds on a big working set, BENCHMARKS.md "The checkpoint
         /// interval's defaults") with the events replayed so far and the tail's length: first `(0, n)`,
@@ -187,6 +192,12 @@ public final class Store {
     /// A replay's scratch store (`makeScratch`: an audit's, a repair's, a `--at` query's), which runs beside
     /// a writer with budgets of its own: its mapped pages are dropped at half of `--cache-mb`.
     var isReplayScratch = false
+    /// Bytes of other maps this process reads beside this store's (a scratch store: those of the store it
+    /// replays), counted with its own by `adjustReadAhead`.
+    var readAheadCompanionBytes: () -> Int = { 0 }
+    /// The memory this process may use, in bytes, as `adjustReadAhead` reads it at open and at every
+    /// checkpoint: `Options.memoryLimit`, else the limit found at open (`ResidentMemory.limitBytes`).
+    public var memoryLimit: Int?
 
     /// The default working-set budget (256 MiB).
     public static let defaultCacheBytes = 256 << 20
@@ -261,6 +272,8 @@ public final class Store {
         if loadState { world.finishRestore() }
         lastCheckpointMs = MonotonicClock.milliseconds()
 
+        memoryLimit = options.memoryLimit ?? ResidentMemory.limitBytes()
+        adjustReadAhead()  // before the tail's replay reads the maps
         if loadState && !options.projectionsAheadOfLog {
             // The log after the checkpoint: its chain continues from the checkpoint's hash, and applying it
             // brings the projections to the head. What it changes goes into the next checkpoint.

@@ -135,6 +135,37 @@ import Testing
         #expect(try Self.readsEverything(env, db) == Self.valueCount + 5 * Self.batch)
     }
 
+    /// Read-ahead off is `MADV_RANDOM` on the map (smaps `VmFlags: rr`); the advice outlives the remaps of a
+    /// growing map (a new mapping starts with the kernel's default), and on again it is gone.
+    @Test func readAheadOffHoldsThroughTheMapsGrowth() throws {
+        let path = directory.child("readahead")
+        var options = Environment.Options()
+        options.noSync = true
+        let env = try Environment(path: path, options: options)
+        let db = try env.open("big", as: Database<BigEndianUInt64, RawBytes>.self)
+        try env.write { txn in try txn.put(db, 0, Self.value(0)) }  // the main database names `big`: a key to find the map by
+        let data = path + "/data.mdb"
+        #expect(env.readAhead)
+        #expect(try #require(vmFlags(ofMappingOf: data)).contains("rr") == false)
+        env.setReadAhead(false)
+        #expect(!env.readAhead)
+        #expect(try #require(vmFlags(ofMappingOf: data)).contains("rr"))
+        let growths = env.mapGrowths
+        for start in stride(from: 1, to: Self.valueCount, by: Self.batch) {
+            try env.write { txn in
+                for n in UInt64(start)..<UInt64(min(start + Self.batch, Self.valueCount)) {
+                    try txn.put(db, n, Self.value(n), flags: .append)
+                }
+            }
+        }
+        #expect(env.mapGrowths > growths)
+        #expect(try #require(vmFlags(ofMappingOf: data)).contains("rr"), "the grown map is advised again")
+        env.setReadAhead(true)
+        #expect(env.readAhead)
+        #expect(try #require(vmFlags(ofMappingOf: data)).contains("rr") == false)
+        #expect(try Self.readsEverything(env, db) == Self.valueCount)
+    }
+
     // MARK: Stale readers
 
     /// A store the CLI can open read-only: an ingest of nothing creates every named database.

@@ -254,6 +254,7 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(body.contains("teamlog_store_bytes{env=\"log\"}"))
         #expect(body.contains("teamlog_store_free_bytes{env=\"log\"}"))
         #expect(body.contains("teamlog_store_free_bytes{env=\"proj\"}"))
+        #expect(body.contains("teamlog_store_read_ahead 1"))  // a small store on a machine with room
         #expect(body.contains("teamlog_working_set_hit_ratio "))
         // Every committed event is retained (far under both limits): as many as the head seq.
         let head = try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? -1

@@ -27,3 +27,31 @@ public func residentKB(ofMappingHolding address: UnsafeRawPointer) -> Int? {
     }
     return nil
 }
+
+/// The `VmFlags` of this process's mapping of the file at `path` (from /proc/self/smaps: `rr` marks
+/// `MADV_RANDOM`, `sr` `MADV_SEQUENTIAL`), or `nil` when the file is not mapped. The first mapping when there are several.
+public func vmFlags(ofMappingOf path: String) -> [String]? {
+    guard let file = fopen("/proc/self/smaps", "r") else { return nil }
+    defer { fclose(file) }
+    var inside = false
+    var line: UnsafeMutablePointer<CChar>?
+    var capacity = 0
+    defer { free(line) }
+    while getline(&line, &capacity, file) > 0, let line {
+        let text = String(cString: line).trimmingSuffix("\n")
+        if let dash = text.firstIndex(of: "-"), let space = text.firstIndex(of: " "), dash < space,
+            UInt(text[..<dash], radix: 16) != nil
+        {
+            inside = text.hasSuffix(" " + path)
+        } else if inside && text.hasPrefix("VmFlags:") {
+            return text.dropFirst("VmFlags:".count).split(separator: " ").map(String.init)
+        }
+    }
+    return nil
+}
+
+extension String {
+    fileprivate func trimmingSuffix(_ suffix: String) -> String {
+        hasSuffix(suffix) ? String(dropLast(suffix.count)) : self
+    }
+}
