@@ -36,6 +36,14 @@ struct StoreOptions: ParsableArguments {
     var store: String?
 
     var path: String { store ?? environment("TEAMLOG_STORE") ?? "./teamlog-store" }
+
+    /// `TEAMLOG_READ_AHEAD` is read by every store this process opens (`Store.Options.readAhead`): a value
+    /// other than its three is refused here rather than taken as `auto`.
+    func validate() throws {
+        if let value = environment("TEAMLOG_READ_AHEAD"), ReadAhead(rawValue: value) == nil {
+            throw ValidationError("TEAMLOG_READ_AHEAD must be auto, on or off (it is \"\(value)\")")
+        }
+    }
 }
 
 /// `--store`, `--json` and `--at SEQ`, shared by the query commands.

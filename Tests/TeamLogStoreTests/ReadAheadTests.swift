@@ -99,6 +99,27 @@ import Testing
         #expect(scratch.store.readAheadCompanionBytes() == store.env.usedBytes + store.projectionEnv.usedBytes)
     }
 
+    /// The CLI takes `TEAMLOG_READ_AHEAD` (any command that names a store) and refuses a value it does not know.
+    @Test func theCLIRefusesAnUnknownReadAheadSetting() throws {
+        let directory = TemporaryDirectory("readahead-cli")
+        let store = directory.child("store")
+        let err = directory.child("err")
+        let (made, _) = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", "/dev/null", "--store", store, "--emit", "none"],
+            environment: ["TEAMLOG_READ_AHEAD": "off"], timeout: 60)
+        #expect(made == .exited(0))
+        let (status, _) = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["status", "--store", store], environment: ["TEAMLOG_READ_AHEAD": "sometimes"],
+            stderr: err, timeout: 60)
+        #expect(status == .exited(64))
+        let message = readTextFile(err)
+        #expect(message.contains("TEAMLOG_READ_AHEAD must be auto, on or off"), "\(message)")
+        let (fine, _) = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["status", "--store", store], environment: ["TEAMLOG_READ_AHEAD": "on"],
+            timeout: 60)
+        #expect(fine == .exited(0))
+    }
+
     /// `ResidentMemory.limitBytes(root:)` over a made-up `/proc` and `/sys/fs/cgroup`: the machine's memory,
     /// a v2 cgroup's `memory.max` along its path (`max` is no limit), a v1 memory cgroup's
     /// `memory.limit_in_bytes` (its "unlimited" is a huge number), whichever is smallest.
