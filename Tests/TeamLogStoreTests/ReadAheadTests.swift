@@ -26,6 +26,16 @@ import Testing
         try store.checkpointNow()
     }
 
+    /// A new store at `path` with read-ahead `policy`, checkpointing every `every` ops (and when asked).
+    static func store(_ path: String, _ policy: ReadAhead, every: Int = 1_000_000, memoryLimit: Int? = nil) throws
+        -> Store
+    {
+        var options = Store.Options.checkpointing(every: every)
+        options.readAhead = policy
+        options.memoryLimit = memoryLimit
+        return try Store(path: path, options: options)
+    }
+
     /// Whether both of the store's maps are advised `MADV_RANDOM` (read-ahead off); fails the test when
     /// the two differ or a map is not found.
     static func randomAdvice(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Bool {
@@ -39,9 +49,7 @@ import Testing
     @Test func autoFollowsTheFilesAgainstTheMemoryAtEveryCheckpoint() throws {
         let directory = TemporaryDirectory("readahead-auto")
         let path = directory.child("store")
-        var options = Store.Options.checkpointing(every: 1_000_000)
-        options.readAhead = .auto
-        let store = try Store(path: path, options: options)
+        let store = try Self.store(path, .auto)
         defer { store.close() }
         try Self.fed(store, count: 200, seed: 71)
         #expect(store.readAheadIsOn, "a small store fits in this machine's memory")
@@ -62,10 +70,7 @@ import Testing
         let directory = TemporaryDirectory("readahead-fixed")
         for (policy, limit) in [(ReadAhead.off, Int.max / 2), (.on, 1)] {
             let path = directory.child("\(policy)")
-            var options = Store.Options.checkpointing(every: 1_000_000)
-            options.readAhead = policy
-            options.memoryLimit = limit
-            let store = try Store(path: path, options: options)
+            let store = try Self.store(path, policy, memoryLimit: limit)
             defer { store.close() }
             try Self.fed(store, count: 150, seed: 74)
             #expect(store.readAheadIsOn == (policy == .on))
@@ -84,9 +89,7 @@ import Testing
     @Test func aReplayWithReadAheadOffAuditsCleanAndCountsTheReplayedFiles() throws {
         let directory = TemporaryDirectory("readahead-audit")
         let path = directory.child("store")
-        var options = Store.Options.checkpointing(every: 97)
-        options.readAhead = .off
-        let store = try Store(path: path, options: options)
+        let store = try Self.store(path, .off, every: 97)
         defer { store.close() }
         try Self.fed(store, count: 600, seed: 75)
         #expect(try store.audit().ok)
