@@ -192,8 +192,7 @@ public final class Environment: @unchecked Sendable {
         pthread_mutex_lock(adviceLock)
         defer { pthread_mutex_unlock(adviceLock) }
         guard on != readAheadOn else { return }
-        readAheadOn = on
-        adviseMap()
+        if advise(readAhead: on) { readAheadOn = on }  // else the next call tries again
     }
 
     /// After a remap (a new mapping starts with the kernel's default advice): gives it the setting again.
@@ -201,17 +200,21 @@ public final class Environment: @unchecked Sendable {
     private func adviseRemappedMap() {
         pthread_mutex_lock(adviceLock)
         defer { pthread_mutex_unlock(adviceLock) }
-        if !readAheadOn { adviseMap() }
+        if !readAheadOn && !advise(readAhead: false) { readAheadOn = true }  // as the new map is
     }
 
-    /// `madvise` of the whole map by `readAheadOn`. Call with both locks held.
-    private func adviseMap() {
+    /// `madvise` of the whole map: read-ahead on (`MADV_NORMAL`) or off (`MADV_RANDOM`). Whether it was
+    /// advised: not when the map cannot be found (no key in the main database yet) or `madvise` fails.
+    /// Call with both locks held.
+    private func advise(readAhead on: Bool) -> Bool {
         #if os(Linux)
             var txn: OpaquePointer?
-            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return }
+            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return false }
             defer { mdb_txn_abort(txn) }
-            guard let (base, length) = Self.map(seenBy: txn) else { return }
-            _ = madvise(base, length, readAheadOn ? MADV_NORMAL : MADV_RANDOM)
+            guard let (base, length) = Self.map(seenBy: txn) else { return false }
+            return madvise(base, length, on ? MADV_NORMAL : MADV_RANDOM) == 0
+        #else
+            return true
         #endif
     }
 
