@@ -67,7 +67,7 @@ public enum ResidentMemory {
                 while true {
                     let dir = path == "/" ? base : base + path
                     if let text = smallFile(dir + "/" + file), let bytes = Int(text.filter(\.isNumber)) {
-                        limits.append(bytes)
+                        limits.append(bytes)  // not "max" (v2's no limit)
                     }
                     guard let slash = path.lastIndex(of: "/"), path != "/" else { break }
                     path = slash == path.startIndex ? "/" : String(path[..<slash])

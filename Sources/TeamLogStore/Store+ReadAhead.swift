@@ -6,13 +6,14 @@
 
 /// Whether a store's memory maps read ahead on a page fault (`Environment.readAhead`).
 ///
-/// `auto` (the default) turns read-ahead off while the store's files are larger than twice the memory left
-/// for their pages — the process's memory limit (its memory cgroup's, as in a container, or the machine's)
-/// less its heap (its anonymous memory, at least 2.5× `--cache-mb`) — and on again when they are not: checked at open and at every checkpoint, as the
-/// files grow. Read-ahead helps while the files fit (a cold start reads them in big steps: 73,206 against
-/// 55,744 ops/s for 1M ops into a 5M-op store with nothing cached), and hurts once they do not: each fault
-/// then reads pages nobody asked for and pushes out ones still wanted (the same ingest in a 1.5 GiB memory
-/// cgroup, the store 2.4 GB: 15,815 ops/s with it, 44,965 without; BENCHMARKS, twenty-fifth session).
+/// `auto` (the default) turns read-ahead off while the store's files are more than twice the memory left
+/// for their pages — the process's memory limit (its memory cgroup's, as in a container, or the
+/// machine's) less its heap (its anonymous memory, counted as at least 2.5× `--cache-mb`) — and on again
+/// when they are not: checked at open and at every checkpoint, as the files grow. Read-ahead helps while
+/// the files fit (a cold start reads them in big steps: 73,206 against 55,744 ops/s for 1M ops into a
+/// 5M-op store with nothing cached), and hurts once they do not: each fault then reads pages nobody asked
+/// for and pushes out ones still wanted (the same ingest in a 1.5 GiB memory cgroup, the store 2.4 GB:
+/// 15,815–19,474 ops/s with it, 51,738–53,604 with `auto`; BENCHMARKS, twenty-fifth session).
 public enum ReadAhead: String, Sendable, CaseIterable {
     case auto, on, off
 
@@ -28,8 +29,8 @@ extension Store {
     public var readAheadIsOn: Bool { projectionEnv.readAhead }
 
     /// Sets both maps' read-ahead by `options.readAhead` (see `ReadAhead`); for `auto`, from the maps' used
-    /// bytes (and those of `readAheadCompanionBytes`) against the memory limit less the process's anonymous
-    /// resident memory. A few reads of `/proc` and two `madvise` calls when the answer changes.
+    /// bytes (and those of `readAheadCompanionBytes`) against `memoryLimit` less the process's heap. A read
+    /// of `/proc/self/statm`, and two `madvise` calls when the answer changes.
     func adjustReadAhead() {
         let on: Bool
         switch options.readAhead {

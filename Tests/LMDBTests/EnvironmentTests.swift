@@ -147,7 +147,8 @@ import Testing
         env.setReadAhead(false)
         #expect(env.readAhead)
         let db = try env.open("big", as: Database<BigEndianUInt64, RawBytes>.self)
-        try env.write { txn in try txn.put(db, 0, Self.value(0)) }  // the main database names `big`: a key to find the map by
+        // Now the main database names `big`: a key to find the map by.
+        try env.write { txn in try txn.put(db, 0, Self.value(0)) }
         let data = path + "/data.mdb"
         #expect(env.readAhead)
         #expect(try #require(vmFlags(ofMappingOf: data)).contains("rr") == false)

@@ -41,7 +41,8 @@ import Testing
     static func randomAdvice(_ path: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> Bool {
         let log = try #require(vmFlags(ofMappingOf: path + "/data.mdb"), sourceLocation: sourceLocation)
         let proj = try #require(
-            vmFlags(ofMappingOf: path + "/" + ProjectionDatabases.directory + "/data.mdb"), sourceLocation: sourceLocation)
+            vmFlags(ofMappingOf: path + "/" + ProjectionDatabases.directory + "/data.mdb"),
+            sourceLocation: sourceLocation)
         #expect(log.contains("rr") == proj.contains("rr"), "log \(log), proj \(proj)", sourceLocation: sourceLocation)
         return proj.contains("rr")
     }
@@ -112,7 +113,8 @@ import Testing
             environment: ["TEAMLOG_READ_AHEAD": "off"], timeout: 60)
         #expect(made == .exited(0))
         let (status, _) = try ChildProcess.run(
-            TestSupport.teamlogExecutable, ["status", "--store", store], environment: ["TEAMLOG_READ_AHEAD": "sometimes"],
+            TestSupport.teamlogExecutable, ["status", "--store", store],
+            environment: ["TEAMLOG_READ_AHEAD": "sometimes"],
             stderr: err, timeout: 60)
         #expect(status == .exited(64))
         let message = readTextFile(err)

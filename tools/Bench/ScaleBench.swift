@@ -165,7 +165,8 @@ struct ScaleBench {
             {
                 results.applyCeiling = (ceiling, events, seconds)
             } else {
-                results.problems.append("apply ceiling: \(ceiling.ending): \(tail(readText(out))) \(tail(readText(err)))")
+                let output = tail(readText(out)) + " " + tail(readText(err))
+                results.problems.append("apply ceiling: \(ceiling.ending): \(output)")
             }
             if let backup = results.backup, backup.run.succeeded {
                 progress("auditing from the copy taken after ops \(fmt(Double(backup.afterOps)))…")

@@ -39,10 +39,12 @@ extension ScaleResults {
         }
         if let applyCeiling {
             let ceilingRate = Double(applyCeiling.events) / max(applyCeiling.applySeconds, 1e-9)
-            md += "Not a bar: the same \(fmt(Double(applyCeiling.events))) events applied to a plain in-memory `World` on one "
-            md += "thread (`teamlog-bench --apply-ceiling`: decoded up front, no chain check, no store, no change tracking), "
-            md += "the domain's `apply` alone and the ceiling of any replay of this log: \(fmt(applyCeiling.applySeconds, 1)) s, "
-            md += "**\(fmt(ceilingRate)) events/s** (the whole history in memory: peak RSS \(mb(applyCeiling.run.peakRSSBytes)) MB)"
+            let (events, seconds) = (fmt(Double(applyCeiling.events)), fmt(applyCeiling.applySeconds, 1))
+            md += "Not a bar: the same \(events) events applied to a plain in-memory `World` on one thread "
+            md += "(`teamlog-bench --apply-ceiling`: decoded up front, no chain check, no store, no change "
+            md += "tracking), the domain's `apply` alone and the ceiling of any replay of this log: \(seconds) s, "
+            md += "**\(fmt(ceilingRate)) events/s** (the whole history in memory: peak RSS "
+            md += "\(mb(applyCeiling.run.peakRSSBytes)) MB)"
             if let auditRate {
                 md += "; the audit runs at \(fmt(100 * auditRate / ceilingRate))% of it, and 500,000 events/s is "
                 md += "\(fmt(500_000 / ceilingRate, 2))× it"

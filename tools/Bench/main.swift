@@ -268,7 +268,8 @@ func run() throws {
         bare.apply(event, into: &bareOut, counting: &bareStats)
     }
     let applySeconds = now() - t
-    precondition(bare.teams.count >= store.world.teams.count, "the bare replay lost teams")  // the writer's: the resident ones
+    // The writer's teams are the resident ones: at most all of them.
+    precondition(bare.teams.count >= store.world.teams.count, "the bare replay lost teams")
     replayEvents = []
 
     // 6. The fan-out core vs a naive per-member dictionary loop, on the biggest team of the run.
