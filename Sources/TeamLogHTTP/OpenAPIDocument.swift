@@ -170,7 +170,8 @@ public enum OpenAPIDocument {
               type: object
               additionalProperties: false
               required: [headSeq, headTs, checkpointSeq, checkpointTs, lag, tables, logMapSize, logUsedBytes,
-                projectionMapSize, projectionUsedBytes, logFreeBytes, projectionFreeBytes, writerPid]
+                projectionMapSize, projectionUsedBytes, logFreeBytes, projectionFreeBytes, writerPid, readAhead,
+                memoryLimitBytes]
               properties:
                 headSeq: { type: integer }
                 headTs: { type: integer }
@@ -194,6 +195,8 @@ public enum OpenAPIDocument {
                 logFreeBytes: { type: integer, description: "Bytes of logUsedBytes on the log's free list: reused before the file grows" }
                 projectionFreeBytes: { type: integer, description: "Bytes of projectionUsedBytes on the projections' free list" }
                 writerPid: { type: [integer, "null"] }
+                readAhead: { type: boolean, description: "Whether the writer's maps read ahead on a page fault (TEAMLOG_READ_AHEAD; auto turns it off while the store's files are over twice the memory left for them)" }
+                memoryLimitBytes: { type: [integer, "null"], description: "The memory the writer judged that by: the smallest of the machine's and its memory cgroups' limits" }
             Record:
               description: One SPEC §4 output record (one line of the JSON Lines body).
               type: object

@@ -35,6 +35,11 @@ public struct StoreStatus: Sendable {
     public var liveBytes: Int { logUsedBytes - logFreeBytes + projectionUsedBytes - projectionFreeBytes }
     /// The pid of the process writing the store, if one is.
     public var writerPid: Int32?
+    /// Whether the maps of the process that made this status read ahead on a page fault (`ReadAhead`), and
+    /// the memory limit it judged that by (`Store.memoryLimit`). From `serve`'s `/v1/status`: the writer's
+    /// own; from `teamlog status`: what a process opening the store here decides (the same rule).
+    public var readAhead: Bool
+    public var memoryLimitBytes: Int?
 
     /// The status as JSON.
     public var json: JSONValue {
@@ -57,6 +62,7 @@ public struct StoreStatus: Sendable {
             ("projectionUsedBytes", .int(Int64(projectionUsedBytes))),
             ("logFreeBytes", .int(Int64(logFreeBytes))), ("projectionFreeBytes", .int(Int64(projectionFreeBytes))),
             ("writerPid", writerPid.map { .int(Int64($0)) } ?? .null),
+            ("readAhead", .bool(readAhead)), ("memoryLimitBytes", memoryLimitBytes.map { .int(Int64($0)) } ?? .null),
         ])
     }
 }
@@ -94,6 +100,6 @@ extension Store {
             tables: logTables + projectionTables, logMapSize: env.mapSize, logUsedBytes: env.usedBytes,
             projectionMapSize: projectionEnv.mapSize, projectionUsedBytes: projectionEnv.usedBytes,
             logFreeBytes: logFree, projectionFreeBytes: projectionFree,
-            writerPid: WriterLock.holder(directory: env.path))
+            writerPid: WriterLock.holder(directory: env.path), readAhead: readAheadIsOn, memoryLimitBytes: memoryLimit)
     }
 }

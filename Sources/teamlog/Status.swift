@@ -28,6 +28,8 @@ struct Status: ParsableCommand {
             "checkpoint  seq \(status.checkpointSeq), event time \(status.checkpointTs) (queries answer as of it)",
             "lag         \(status.lag) events",
             "writer      \(status.writerPid.map { "pid \($0)" } ?? "none")",
+            "read-ahead  \(status.readAhead ? "on" : "off") (memory limit "
+                + "\(status.memoryLimitBytes.map { "\($0) bytes" } ?? "unknown"); TEAMLOG_READ_AHEAD)",
             "log map     \(status.logUsedBytes) of \(status.logMapSize) bytes used, \(status.logFreeBytes) of them free pages",
             "proj map    \(status.projectionUsedBytes) of \(status.projectionMapSize) bytes used, "
                 + "\(status.projectionFreeBytes) of them free pages",

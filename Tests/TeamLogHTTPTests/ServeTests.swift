@@ -93,6 +93,7 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         let status = try await send("GET", server.base + "/v1/status")
         #expect(status.json["headSeq"] == .int(Int64(exampleLines.count + 2)))
         #expect(status.json["writerPid"] == .int(Int64(getpid())))
+        #expect(status.json["readAhead"] == .bool(true), "the writer's own: a small store with room")
         let log = try await send("GET", server.base + "/v1/log?team=ops")
         let exported = try cli.store.exportLog(team: "ops") { _ in
         } write: { _ in

@@ -119,10 +119,16 @@ import Testing
         #expect(status == .exited(64))
         let message = readTextFile(err)
         #expect(message.contains("TEAMLOG_READ_AHEAD must be auto, on or off"), "\(message)")
-        let (fine, _) = try ChildProcess.run(
-            TestSupport.teamlogExecutable, ["status", "--store", store], environment: ["TEAMLOG_READ_AHEAD": "on"],
-            timeout: 60)
-        #expect(fine == .exited(0))
+        // `status` says what a process opening the store decides, and by which limit.
+        for (setting, on) in [("on", true), ("off", false)] {
+            let (fine, lines) = try ChildProcess.run(
+                TestSupport.teamlogExecutable, ["status", "--store", store, "--json"],
+                environment: ["TEAMLOG_READ_AHEAD": setting], timeout: 60)
+            #expect(fine == .exited(0))
+            let view = try JSONParser.parse(try #require(lines.first))
+            #expect(view["readAhead"] == .bool(on))
+            #expect((view["memoryLimitBytes"]?.intValue ?? 0) > 0)
+        }
     }
 
     /// `ResidentMemory.limitBytes(root:)` over a made-up `/proc` and `/sys/fs/cgroup`: the machine's memory,
