@@ -3,7 +3,8 @@
 # twenty-fifth session measured a store larger than its memory (BENCHMARKS.md, "A store larger than its
 # memory"). Needs root and a writable memory controller (cgroup v1's /sys/fs/cgroup/memory, or v2 with
 # `memory` in the root's cgroup.subtree_control). Prints the cgroup's peak usage (and, on v1, how often
-# the limit was hit) to stderr at the end; exits with the command's status.
+# the limit was hit) to stderr at the end; exits with the command's status. Run on cgroup v1 only (the
+# machines here); the v2 branch follows the kernel's interface (memory.max, memory.peak) untried.
 #
 #   tools/memory-limited.sh MIB COMMAND [ARG...]
 #   e.g. sync; echo 3 > /proc/sys/vm/drop_caches; tools/memory-limited.sh 1536 .build/release/teamlog ingest …
