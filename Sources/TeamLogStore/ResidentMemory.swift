@@ -8,7 +8,22 @@
 public enum ResidentMemory {
     /// Resident file-backed (and shared) bytes: the third field of `/proc/self/statm`, in pages. `nil`
     /// where there is no such file (not Linux) or it cannot be read.
-    public static func fileBackedBytes() -> Int? {
+    public static func fileBackedBytes() -> Int? { statmPages { statmField(2, $0) }.map { $0 * pageSize } }
+
+    /// Anonymous resident bytes (the heap, stacks): `/proc/self/statm`'s resident pages (its second field)
+    /// less its shared ones. `nil` where it cannot be read.
+    public static func anonymousBytes() -> Int? {
+        statmPages { text in
+            guard let resident = statmField(1, text), let shared = statmField(2, text) else { return nil }
+            return max(0, resident - shared)
+        }.map { $0 * pageSize }
+    }
+
+    private static var pageSize: Int { Int(sysconf(Int32(_SC_PAGESIZE))) }
+
+    /// What `parse` finds in `/proc/self/statm`'s line: one read into a stack buffer, no allocation (the
+    /// writer's thread checks the file-backed bytes every 1,024 page reads). `nil` off Linux.
+    private static func statmPages(_ parse: (UnsafeRawBufferPointer) -> Int?) -> Int? {
         #if os(Linux)
             let fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { return nil }
@@ -17,21 +32,8 @@ public enum ResidentMemory {
             return withUnsafeMutableBytes(of: &buffer) { raw -> Int? in
                 let n = read(fd, raw.baseAddress!, raw.count)
                 guard n > 0 else { return nil }
-                return sharedPages(UnsafeRawBufferPointer(rebasing: raw[..<n])).map { $0 * Int(sysconf(Int32(_SC_PAGESIZE))) }
+                return parse(UnsafeRawBufferPointer(rebasing: raw[..<n]))
             }
-        #else
-            return nil
-        #endif
-    }
-
-    /// Anonymous resident bytes (the heap, stacks): `/proc/self/statm`'s resident pages less its shared
-    /// ones. `nil` where it cannot be read.
-    public static func anonymousBytes() -> Int? {
-        #if os(Linux)
-            guard let text = smallFile("/proc/self/statm") else { return nil }
-            let fields = text.split(separator: " ").compactMap { Int($0.filter(\.isNumber)) }
-            guard fields.count >= 3 else { return nil }
-            return max(0, fields[1] - fields[2]) * Int(sysconf(Int32(_SC_PAGESIZE)))
         #else
             return nil
         #endif
@@ -102,14 +104,18 @@ public enum ResidentMemory {
         return bytes > budget
     }
 
-    /// The third space-separated number of a `statm` line.
-    public static func sharedPages(_ text: UnsafeRawBufferPointer) -> Int? {
+    /// The third space-separated number of a `statm` line (its shared pages).
+    public static func sharedPages(_ text: UnsafeRawBufferPointer) -> Int? { statmField(2, text) }
+
+    /// The `index`th (from 0) space-separated number of a `statm` line; `nil` when the line has fewer or
+    /// holds anything but digits before it.
+    static func statmField(_ index: Int, _ text: UnsafeRawBufferPointer) -> Int? {
         var field = 0
         var value = 0
         var digits = 0
         for byte in text {
             if byte == 0x20 || byte == 0x0A {
-                if field == 2 { return digits > 0 ? value : nil }
+                if field == index { return digits > 0 ? value : nil }
                 field += 1
                 value = 0
                 digits = 0
@@ -120,7 +126,7 @@ public enum ResidentMemory {
                 return nil
             }
         }
-        return field == 2 && digits > 0 ? value : nil
+        return field == index && digits > 0 ? value : nil
     }
 }
 
