@@ -257,19 +257,10 @@ func run() throws {
     // this domain (audit, `--at`, repair) can be faster than this on one core.
     var replayEvents: [Event] = []
     try store.forEachEvent { replayEvents.append($0) }
-    var bare = World(config: store.world.config)
-    bare.tracksChanges = false
-    bare.wantsDeliveries = false
-    var bareOut: [Output] = []
-    var bareStats = FanOutStats()
-    t = now()
-    for event in replayEvents {
-        bareOut.removeAll(keepingCapacity: true)
-        bare.apply(event, into: &bareOut, counting: &bareStats)
-    }
-    let applySeconds = now() - t
+    var bare = BareReplay(config: store.world.config)
+    let applySeconds = bare.apply(replayEvents)
     // The writer's teams are the resident ones: at most all of them.
-    precondition(bare.teams.count >= store.world.teams.count, "the bare replay lost teams")
+    precondition(bare.world.teams.count >= store.world.teams.count, "the bare replay lost teams")
     replayEvents = []
 
     // 6. The fan-out core vs a naive per-member dictionary loop, on the biggest team of the run.
@@ -549,22 +540,12 @@ func applyCeiling(_ path: String) throws {
     storeOptions.readOnly = true
     let store = try Store(path: path, options: storeOptions)
     defer { store.close() }
-    var world = World(config: store.world.config)
-    world.tracksChanges = false
-    world.wantsDeliveries = false
-    var out: [Output] = []
-    var stats = FanOutStats()
+    var bare = BareReplay(config: store.world.config)
     var chunk: [Event] = []
     chunk.reserveCapacity(65_536)
-    var events = 0
-    var seconds = 0.0
+    var (events, seconds) = (0, 0.0)
     func applyChunk() {
-        let t = now()
-        for event in chunk {
-            out.removeAll(keepingCapacity: true)
-            world.apply(event, into: &out, counting: &stats)
-        }
-        seconds += now() - t
+        seconds += bare.apply(chunk)
         events += chunk.count
         chunk.removeAll(keepingCapacity: true)
     }
@@ -577,8 +558,32 @@ func applyCeiling(_ path: String) throws {
     applyChunk()
     if let broken { throw BenchError("the log's chain breaks at seq \(broken.seq): \(broken.message)") }
     print(
-        "apply-ceiling: \(events) events, \(fmt(seconds, 3)) s of apply, \(fmt(Double(events) / max(seconds, 1e-9))) events/s (\(world.teams.count) teams)"
+        "apply-ceiling: \(events) events, \(fmt(seconds, 3)) s of apply, \(fmt(Double(events) / max(seconds, 1e-9))) events/s (\(bare.world.teams.count) teams)"
     )
+}
+
+/// The domain's `apply` alone: a plain in-memory `World` with no change tracking and no deliveries, for
+/// the "domain apply alone" row and `--apply-ceiling`.
+struct BareReplay {
+    private(set) var world: World
+    private var out: [Output] = []
+    private var stats = FanOutStats()
+
+    init(config: Config) {
+        world = World(config: config)
+        world.tracksChanges = false
+        world.wantsDeliveries = false
+    }
+
+    /// Applies `events` in order; returns the seconds it took.
+    mutating func apply(_ events: [Event]) -> Double {
+        let t = now()
+        for event in events {
+            out.removeAll(keepingCapacity: true)
+            world.apply(event, into: &out, counting: &stats)
+        }
+        return now() - t
+    }
 }
 
 struct BenchError: Error, CustomStringConvertible {
