@@ -28,7 +28,9 @@ public enum OpenAPIDocument {
               name: at
               in: query
               required: false
-              description: Answer as of this seq (a replay of the log up to it into a temporary store).
+              description: >-
+                Answer as of this seq (a replay of the log up to it into a temporary store; from the server's
+                `--at-base` copy when its checkpoint is at or before the seq, else from seq 1).
               schema: { type: integer, minimum: 1 }
           responses:
             Error:

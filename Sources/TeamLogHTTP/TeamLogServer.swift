@@ -186,10 +186,17 @@ public final class TeamLogServer: Service, Sendable {
             }
             let config = writer.config
             let shared = Shared(store)
+            let atBase = configuration.atBase
             answer = try await onThread {
+                let base = try atBase.flatMap { try Self.openAtBase($0, upTo: seq) }
+                defer { base?.close() }
                 let scratch: ScratchStore
-                do { scratch = try shared.store.replayed(at: seq, config: config) } catch let error as Store.AsOfError {
+                do { scratch = try shared.store.replayed(at: seq, config: config, base: base) } catch let error
+                    as Store.AsOfError
+                {
                     throw APIError(.badRequest, "badRequest", error.description)
+                } catch let error as StoreError where base != nil {
+                    throw APIError(.internalServerError, "atBase", "the --at-base copy \(atBase!) cannot serve: \(error)")
                 }
                 defer { scratch.remove() }
                 return try scratch.store.readCommitted { try kind.view(scratch.store, Id(id), in: $0) }
@@ -199,6 +206,23 @@ public final class TeamLogServer: Service, Sendable {
         }
         guard let answer else { throw APIError(.notFound, missing.code, missing.message) }
         return json(answer)
+    }
+
+    /// The `--at-base` copy, opened for a `?at=` query, when its checkpoint is at or before `seq` (else
+    /// `nil`: the replay starts from seq 1). Thrown: a copy that cannot be opened as a store, as a 500.
+    static func openAtBase(_ path: String, upTo seq: UInt64) throws -> Store? {
+        var options = Store.Options()
+        options.readOnly = true
+        let base: Store
+        do { base = try Store(path: path, options: options, loadState: false) } catch {
+            throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot be opened: \(error)")
+        }
+        let checkpoint = try base.readStoredProjections { _, checkpointSeq in checkpointSeq }
+        guard checkpoint <= seq else {
+            base.close()
+            return nil
+        }
+        return base
     }
 
     // MARK: - Log export

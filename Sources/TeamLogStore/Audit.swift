@@ -79,11 +79,7 @@ extension Store {
         if writerLock != nil && refusal == nil { try checkpointNow() }
         finishCheckpoint()
         let baseCheckpoint = try base.map { base in try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) } }
-        if let base, base.world.config != world.config {
-            throw StoreError(
-                code: .configMismatch,
-                message: "the base store was created with other settings than this one: it cannot be its copy")
-        }
+        if let base, base.world.config != world.config { throw Self.baseSettingsMismatch }
         return try projectionEnv.read { ptxn in
             let checkpoint = try pdbs.readCheckpoint(ptxn)
             return try env.read { txn in
@@ -118,6 +114,13 @@ extension Store {
         }
     }
 
+    /// A base store made with other settings than this one (`audit(base:)`, `replayIntoScratch(base:)`).
+    static var baseSettingsMismatch: StoreError {
+        StoreError(
+            code: .configMismatch,
+            message: "the base store was created with other settings than this one: it cannot be its copy")
+    }
+
     /// Refuses a base (`audit(base:)`) whose projections are ahead of this store's, or whose checkpoint
     /// hash is not the one this log's record at that seq carries.
     static func checkBase(_ base: Checkpoint, against stored: Checkpoint, log: Store, _ txn: Transaction) throws {
@@ -127,6 +130,12 @@ extension Store {
                 message: "the base's projections are at seq \(base.seq), past this store's (\(stored.seq)): "
                     + "audit a newer store from an older copy")
         }
+        try checkBaseHash(base, log: log, txn)
+    }
+
+    /// Refuses a base (`audit(base:)`, `replayIntoScratch(base:)`) whose checkpoint hash is not the one
+    /// this log's record at that seq carries: the base was not made from this log.
+    static func checkBaseHash(_ base: Checkpoint, log: Store, _ txn: Transaction) throws {
         guard base.seq > 0 else { return }
         guard let hash = try log.recordHash(base.seq, in: txn), hash == base.hash else {
             throw StoreError(

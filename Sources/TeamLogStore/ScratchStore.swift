@@ -125,8 +125,8 @@ extension Store {
 
     /// A new, empty scratch store with this store's config, in a new directory under `$TMPDIR`: written
     /// without fsync, its maps sized like this store's so a long replay rarely has to grow them.
-    /// `projectionsOnly`: a replay into it keeps no log (`Store.projectionsOnly`) — for an audit or a
-    /// repair, which read only its projection tables; `--at` queries read its log too.
+    /// `projectionsOnly`: a replay into it keeps no log (`Store.projectionsOnly`) — for an audit, a
+    /// repair and a `--at` query, which read only its projection tables (and its checkpoint's seq and time).
     ///
     /// `base`: a store whose projections the scratch store starts from (a copy of them, at their
     /// checkpoint; its log stays empty) instead of empty — `audit(base:)`.
@@ -167,9 +167,8 @@ extension Store {
             scratch.isReplayScratch = true
             scratch.workingSet.onlyEvictedAreStored = base == nil  // it starts empty
             scratch.workingSet.wholesale = projectionsOnly
-            // The replay's budget for a `--at` query's scratch store too (which keeps a log, and evicts as a
-            // writer does): it runs beside a writer in `serve` (`?at=`), and at the writer's own budget its
-            // peak RSS reached 1.16 GB at `--at 4000000`.
+            // The replay's budget for a `--at` query's scratch store too: it runs beside a writer in `serve`
+            // (`?at=`), and at the writer's own budget its peak RSS reached 1.16 GB at `--at 4000000`.
             scratch.workingSet.budgetBytes = limits.budgetBytes
             // The replay reads this store's maps beside the scratch store's: their pages share the memory.
             scratch.readAheadCompanionBytes = { [weak self] in
@@ -185,26 +184,45 @@ extension Store {
     }
 
     /// Replays this store's committed log from seq 1 (through `upTo` when given), verifying its hash chain,
-    /// into a new scratch store: each event applied and committed through the writer's own path (apply,
-    /// changed records, one transaction per `batchSize` events, checkpoints), so the scratch store's tables
-    /// are the ones a writer that stopped at that seq would hold, unread indexes included, and its
-    /// projections are checkpointed at that seq. The replay keeps no history in memory: what it makes goes
-    /// to the scratch store's disk.
+    /// into a new projections-only scratch store: each event applied through the writer's own path (apply,
+    /// changed records, checkpoints), so the scratch store's tables are the ones a writer that stopped at
+    /// that seq would hold, unread indexes included, and its projections are checkpointed at that seq (and
+    /// its time). The replay keeps no history in memory: what it makes goes to the scratch store's disk.
     ///
     /// `config` is the store's settings (`world.config` when nil): a thread other than the writer's passes
     /// the ones it read at open, so it never touches the writer's state.
-    public func replayIntoScratch(upTo: UInt64? = nil, batchSize: Int = 8_192, config: Config? = nil) throws
-        -> ScratchStore
-    {
-        let scratch = try makeScratch(config: config)
-        do {
-            try env.read { txn in
-                try replay(into: scratch, in: txn, upTo: upTo, batchSize: batchSize, progress: nil)
+    ///
+    /// `base`: a copy of this store (`teamlog backup`) whose checkpoint is at or before `upTo`: the scratch
+    /// store starts from a copy of its projections and only the log after its checkpoint is walked and
+    /// replayed, the chain continued from the base's checkpoint hash — which must be this log's record's at
+    /// that seq (`checkBaseHash`). Throws when the base cannot serve: other settings, a checkpoint past
+    /// `upTo`, or another log's hash.
+    public func replayIntoScratch(
+        upTo: UInt64? = nil, batchSize: Int = 8_192, config: Config? = nil, base: Store? = nil
+    ) throws -> ScratchStore {
+        let config = config ?? world.config
+        let baseCheckpoint = try base.map { base in try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) } }
+        if let base, base.world.config != config { throw Self.baseSettingsMismatch }
+        return try env.read { txn in
+            if let baseCheckpoint {
+                if let upTo, baseCheckpoint.seq > upTo {
+                    throw StoreError(
+                        code: .other,
+                        message: "the base's projections are at seq \(baseCheckpoint.seq), past \(upTo): "
+                            + "give an older copy, or none")
+                }
+                try Self.checkBaseHash(baseCheckpoint, log: self, txn)
             }
-            return scratch
-        } catch {
-            scratch.remove()
-            throw error
+            let scratch = try makeScratch(config: config, projectionsOnly: true, base: base)
+            do {
+                try replay(
+                    into: scratch, in: txn, upTo: upTo, after: baseCheckpoint?.seq ?? 0,
+                    chainFrom: baseCheckpoint?.hash, batchSize: batchSize, progress: nil)
+                return scratch
+            } catch {
+                scratch.remove()
+                throw error
+            }
         }
     }
 
@@ -215,10 +233,11 @@ extension Store {
     /// `progress` is called every 65,536 seqs.
     ///
     /// `after`: the scratch store's projections are already at that seq (`makeScratch(base:)`); the chain is
-    /// still verified from seq 1, but only the events after it are decoded and applied.
+    /// still verified from seq 1 (an audit's), but only the events after it are decoded and applied — or,
+    /// given `chainFrom` (the hash at `after`, vouched for by the caller), verified from there on only.
     func replay(
-        into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, after: UInt64 = 0, batchSize: Int = 8_192,
-        progress: ((Int) -> Void)?
+        into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, after: UInt64 = 0, chainFrom: [UInt8]? = nil,
+        batchSize: Int = 8_192, progress: ((Int) -> Void)?
     ) throws {
         let target = scratch.store
         func apply(_ event: Event) throws {
@@ -235,10 +254,11 @@ extension Store {
             }
             if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
         }
+        let start = chainFrom.map { (seq: after, hash: $0) } ?? (seq: 0, hash: HashChain.genesis)
         let walk =
-            try replayOnTwoCores(txn, upTo: upTo, after: after, apply)
+            try replayOnTwoCores(txn, upTo: upTo, after: after, from: start, apply)
             ?? walkChain(
-                in: txn, after: 0, hash: HashChain.genesis, upTo: upTo
+                in: txn, after: start.seq, hash: start.hash, upTo: upTo
             ) { seq, payload in
                 if seq <= after { return nil }
                 let event: Event
@@ -256,7 +276,8 @@ extension Store {
     /// chain and decoding events in chunks, while this thread applies them. `nil`, with nothing applied,
     /// when the second thread cannot get the same snapshot (a writer committed in between).
     private func replayOnTwoCores(
-        _ txn: Transaction, upTo: UInt64?, after: UInt64, _ apply: (Event) throws -> Void
+        _ txn: Transaction, upTo: UInt64?, after: UInt64, from start: (seq: UInt64, hash: [UInt8]),
+        _ apply: (Event) throws -> Void
     ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?)? {
         let snapshot = txn.snapshotID
         let decoded = ChunkQueue<Event>()
@@ -280,7 +301,7 @@ extension Store {
                     var chunk: [Event] = []
                     chunk.reserveCapacity(chunkSize)
                     var stopped = false
-                    let walk = try self.walkChain(in: other, after: 0, hash: HashChain.genesis, upTo: upTo) {
+                    let walk = try self.walkChain(in: other, after: start.seq, hash: start.hash, upTo: upTo) {
                         seq, payload in
                         if seq <= after { return nil }  // in the base's projections: its hash is all
                         let event: Event

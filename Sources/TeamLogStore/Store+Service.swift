@@ -51,8 +51,10 @@ extension Store {
     /// projections are checkpointed (query it with `readStoredProjections` too); the caller removes it.
     /// Throws `AsOfError` when the log is broken before `seq` or ends before it. `config`: as for
     /// `replayIntoScratch` (another thread than the writer's passes the settings it read at open).
-    public func replayed(at seq: UInt64, config: Config? = nil) throws -> ScratchStore {
-        let scratch = try replayIntoScratch(upTo: seq, config: config)
+    /// `base`: a copy of this store at or before `seq` to start from (`replayIntoScratch(base:)`): only the
+    /// events after its checkpoint are replayed.
+    public func replayed(at seq: UInt64, config: Config? = nil, base: Store? = nil) throws -> ScratchStore {
+        let scratch = try replayIntoScratch(upTo: seq, config: config, base: base)
         if let problem = scratch.problem {
             scratch.remove()
             throw AsOfError(description: "cannot replay to seq \(seq): \(problem)")

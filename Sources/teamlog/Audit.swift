@@ -26,17 +26,7 @@ struct Audit: ParsableCommand {
         // A head that cannot be read is the audit's to report: the progress goes without a total.
         let progress = Progress("audit", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
         defer { progress.clear() }
-        let baseStore = try base.map { base in
-            var options = Store.Options()
-            options.readOnly = true
-            do { return try Store(path: base, options: options, loadState: false) } catch let error as StoreError
-            where error.code == .notAStore {
-                // Not the store's "`ingest` creates one": a base is a copy, never made empty.
-                throw CLIError("the base \(base) is not a teamlog store: give a copy made by `teamlog backup --to DIR`")
-            } catch {
-                throw cannotOpen(base, error)
-            }
-        }
+        let baseStore = try base.map(openBase)
         defer { baseStore?.close() }
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
         let report = try baseStore.map { try store.audit(base: $0, progress: update) } ?? store.audit(progress: update)

@@ -58,35 +58,15 @@ struct Receipts: ParsableCommand {
 struct Message: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "A stored message or tip, by id (JSON).")
 
-    @OptionGroup var storeOptions: StoreOptions
+    /// `--json` is accepted like every other query's (the output is JSON either way), so scripts can
+    /// always pass it; `--at SEQ [--base DIR]` as for the others (`/v1/messages/ID?at=SEQ` too).
+    @OptionGroup var query: QueryOptions
 
     @Argument(help: "The message id.")
     var messageId: String
 
-    /// Accepted like every other query's (the output is JSON either way), so scripts can always pass it.
-    @Flag(help: "Print JSON (the default for this command).")
-    var json = false
-
-    @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
-
     func run() throws {
-        if cluster.nats != nil {
-            let view: JSONValue?
-            do { view = try cluster.queries().answer(.message, Id(messageId)) } catch {
-                printErr("teamlog: \(error)")
-                throw ExitCode(3)
-            }
-            guard let view else {
-                printErr("teamlog: no message \(messageId)")
-                throw ExitCode(1)
-            }
-            return try printOut(view.jsonString)
-        }
-        guard let view = try openForQuery(storeOptions.path).messageView(Id(messageId)) else {
-            printErr("teamlog: no message \(messageId)")
-            throw ExitCode(1)
-        }
-        try printOut(view.jsonString)
+        try printOut(try query.answer(.message, messageId) { try $0.messageView(Id(messageId)) }.jsonString)
     }
 }
 

@@ -61,6 +61,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "With --nats: stream replicas when the streams are created.")
     var replicas: Int = 1
 
+    @Option(
+        help: ArgumentHelp(
+            "A copy of this store (`teamlog backup`) that `?at=SEQ` queries replay from when its checkpoint is at or before SEQ.",
+            valueName: "DIR"))
+    var atBase: String?
+
     @OptionGroup var settings: SettingsOptions
 
     func run() async throws {
@@ -75,6 +81,10 @@ struct Serve: AsyncParsableCommand {
             let token = try Self.readToken(tokenFile)
             guard !token.isEmpty else { throw ValidationError("the token file \(tokenFile) is empty") }
             config.token = token
+        }
+        if let atBase {
+            try openBase(atBase).close()  // a store, or refused now rather than at the first `?at=`
+            config.atBase = atBase
         }
         var worker: PartitionWorker.Options?
         if cluster.nats != nil {

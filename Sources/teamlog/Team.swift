@@ -23,9 +23,24 @@ struct Team: ParsableCommand {
 }
 
 /// The store as of `seq`, replayed from the log into a scratch store (fails when the log is broken before
-/// it); the caller removes it.
-func replayed(_ store: Store, _ seq: UInt64) throws -> ScratchStore {
-    do { return try store.replayed(at: seq) } catch let error as Store.AsOfError { throw CLIError(error.description) }
+/// it) — from `base`'s checkpoint on when given; the caller removes it.
+func replayed(_ store: Store, _ seq: UInt64, base: Store? = nil) throws -> ScratchStore {
+    do { return try store.replayed(at: seq, base: base) } catch let error as Store.AsOfError {
+        throw CLIError(error.description)
+    }
+}
+
+/// Opens a copy of a store (`teamlog backup`) for `audit --base` and `--at SEQ --base`, read-only.
+func openBase(_ path: String) throws -> Store {
+    var options = Store.Options()
+    options.readOnly = true
+    do { return try Store(path: path, options: options, loadState: false) } catch let error as StoreError
+    where error.code == .notAStore {
+        // Not the store's "`ingest` creates one": a base is a copy, never made empty.
+        throw CLIError("the base \(path) is not a teamlog store: give a copy made by `teamlog backup --to DIR`")
+    } catch {
+        throw cannotOpen(path, error)
+    }
 }
 
 /// Opens an existing store for reading.

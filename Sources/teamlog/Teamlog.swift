@@ -56,6 +56,16 @@ struct QueryOptions: ParsableArguments {
     @Option(help: "Answer as of this seq (from a replay of the log up to it into a temporary store).")
     var at: UInt64?
 
+    @Option(
+        help: ArgumentHelp(
+            "With --at: a copy of this store (`teamlog backup`) at or before that seq to start the replay from: only the log after its checkpoint is replayed.",
+            valueName: "DIR"))
+    var base: String?
+
+    func validate() throws {
+        if base != nil && at == nil { throw ValidationError("--base is for --at SEQ: give the seq to answer as of") }
+    }
+
     @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
 
     /// `kind` for `id`: with `--nats` from the partitions (`ClusterQueries`), else `answer(query:missing:)`.
@@ -78,7 +88,9 @@ struct QueryOptions: ParsableArguments {
     /// seq (the same query, the same index seeks); `missing` is printed (exit 1) when there is none.
     func answer(_ query: (Store) throws -> JSONValue?, missing: String) throws -> JSONValue {
         let store = try openForQuery(storeOptions.path)
-        let scratch = try at.map { try replayed(store, $0) }
+        let baseStore = try base.map(openBase)
+        defer { baseStore?.close() }
+        let scratch = try at.map { try replayed(store, $0, base: baseStore) }
         defer { scratch?.remove() }
         guard let view = try query(scratch?.store ?? store) else {
             printErr("teamlog: \(missing)")

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Hummingbird
+import LMDB
 import TeamLog
 import TeamLogHTTP
 import TeamLogRuntime
@@ -168,6 +169,54 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(try await send("GET", server.base + "/v1/teams/ops?at=x").status == 400)
         #expect(try await send("GET", server.base + "/v1/messages/m1?at=4").status == 404)
         #expect(try await send("GET", server.base + "/v1/messages/m1?at=5").status == 200)
+        try await server.stop()
+    }
+
+    /// `serve --at-base DIR`: `?at=SEQ` starts from the copy when its checkpoint is at or before SEQ (a
+    /// record taken out of the copy shows in the answer), from seq 1 when the copy is past SEQ, and a copy
+    /// that is gone is a 500 `atBase`.
+    @Test func atSeqStartsFromTheAtBaseCopy() async throws {
+        let directory = TemporaryDirectory("teamlog-http-at-base")
+        let copy = directory.child("copy")
+        var config = ServerConfiguration()
+        config.atBase = copy
+        var options = WriterService.Options()
+        options.store.noSync = true
+        options.store.checkpointMs = 10
+        let server = try await LiveServer(configuration: config, options: options, directory: directory)
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        // A checkpoint starts at a commit once `checkpointMs` have passed: seq 13's, then nothing lags.
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await send("POST", server.base + "/v1/ops", body: op("client.login", "zed", ["device": "d", "ts": 1_500]))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await send("GET", server.base + "/v1/status").json["checkpointSeq"]?.intValue != 13 {
+            try #require(ContinuousClock.now < deadline, "the writer checkpoints seq 13 within 20 s")
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        // A copy of the live store (`teamlog backup` beside the writer), checkpointed at seq 13.
+        let backup = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["backup", "--store", server.path, "--to", copy],
+            stderr: directory.child("backup.err"), timeout: 60)
+        #expect(backup.status == .exited(0), "\(readTextFile(directory.child("backup.err")))")
+        // Team `ops` taken out of the copy's projections: an answer from the copy lacks it.
+        do {
+            let env = try Environment(path: copy + "/proj")
+            let teams = try env.openHandle("p.teams", create: false)
+            #expect(try env.write { txn in try txn.delete(teams, key: Array("ops".utf8)) })
+        }
+        let more = [op("team.create", "erin", ["team": "dev", "name": "Dev", "members": ["frank"], "ts": 2_000])]
+        _ = try await send("POST", server.base + "/v1/ops", body: body(more))
+
+        #expect(try await send("GET", server.base + "/v1/teams/ops").status == 200)
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=14").status == 404, "from the copy")
+        #expect(try await send("GET", server.base + "/v1/teams/dev?at=14").status == 200, "the tail replayed on it")
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=13").status == 404, "at the copy's own seq")
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=12").status == 200, "the copy is past 12")
+        // A copy that is gone: the server says so rather than answering from seq 1.
+        #expect(rename(copy, copy + ".gone") == 0)
+        let gone = try await send("GET", server.base + "/v1/teams/ops?at=14")
+        #expect(gone.status == 500)
+        #expect(gone.json["error"]?["code"] == .string("atBase"), "\(gone.body)")
         try await server.stop()
     }
 

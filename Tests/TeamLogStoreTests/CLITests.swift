@@ -110,6 +110,9 @@ import Testing
         let message = try json(["message", "m1", "--store", store])
         #expect(message["hasChanged"]?.boolValue == true)
         #expect(try json(["message", "m1", "--json", "--store", store]) == message, "--json, like every query")
+        // As of seq 5, when it was sent and not yet modified; at seq 4 it was not there.
+        #expect(try json(["message", "m1", "--at", "5", "--store", store])["hasChanged"]?.boolValue == false)
+        #expect(try run(["message", "m1", "--at", "4", "--store", store]).0 == .exited(1))
 
         #expect(try run(["team", "nope", "--store", store]).0 == .exited(1))
         #expect(try run(["receipts", "nope", "--store", store]).0 == .exited(1))

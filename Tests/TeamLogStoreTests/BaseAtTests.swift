@@ -1,0 +1,159 @@
+import LMDB
+import TeamLog
+import TeamLogRuntime
+import TestSupport
+import Testing
+
+@testable import TeamLogStore
+
+/// `--at SEQ --base DIR` (`Store.replayed(at:base:)`): the store as of a seq, replayed from a copy's
+/// checkpoint instead of from seq 1. Its tables and answers equal a replay from seq 1 at every seq from
+/// the copy's checkpoint to the head; it walks only the log after the copy; and it refuses a copy past
+/// the seq asked, a copy of another log, and a log broken after the copy.
+@Suite struct BaseAtTests {
+    /// Every table of two scratch stores compared (record for record, with the audit's comparison).
+    static func differences(_ a: ScratchStore, _ b: ScratchStore) throws -> [String] {
+        try a.store.projectionEnv.read { ptxn in
+            try a.store.compareTables(ptxn, with: b.store).compactMap { t in t.difference.map { "\(t.table): \($0)" } }
+        }
+    }
+
+    /// The query answers a test compares: every user's unread and every team's view.
+    static func answers(_ store: Store) throws -> [String] {
+        try (0..<300).map { try store.unreadView(Id("u\($0)")).jsonString }
+            + (0..<30).map { try store.teamView(Id("t\($0)"))?.jsonString ?? "-" }
+    }
+
+    @Test func asOfEverySeqFromTheCopyOnTheAnswersEqualAReplayFromSeqOne() throws {
+        let directory = TemporaryDirectory("base-at")
+        let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)
+        let store = try BaseAuditTests.reader(path)
+        defer { store.close() }
+        let base = try BaseAuditTests.reader(copyPath)
+        defer { base.close() }
+        let baseSeq = try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+        let head = try store.head().seq
+        try #require(baseSeq > 0 && head > baseSeq + 100)
+
+        for seq in [baseSeq, baseSeq + 1, (baseSeq + head) / 2, head] {
+            let full = try store.replayed(at: seq)
+            defer { full.remove() }
+            let fromCopy = try store.replayed(at: seq, base: base)
+            defer { fromCopy.remove() }
+            #expect(fromCopy.events == Int(seq) && fromCopy.problem == nil)
+            #expect(try Self.differences(full, fromCopy) == [], "at \(seq)")
+            #expect(try Self.answers(fromCopy.store) == (try Self.answers(full.store)), "at \(seq)")
+            let checkpoint = try fromCopy.store.projectionEnv.read { try fromCopy.store.pdbs.readCheckpoint($0) }
+            #expect(checkpoint.seq == seq)
+        }
+        // Something moved between the copy and the head, or the comparison above proves little.
+        let atCopy = try store.replayed(at: baseSeq)
+        defer { atCopy.remove() }
+        let atHead = try store.replayed(at: head, base: base)
+        defer { atHead.remove() }
+        #expect(try Self.differences(atCopy, atHead) != [])
+    }
+
+    @Test func onlyTheLogAfterTheCopyIsWalked() throws {
+        let directory = TemporaryDirectory("base-at-tail")
+        let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)
+        let baseSeq: UInt64 = try {
+            let base = try BaseAuditTests.reader(copyPath)
+            defer { base.close() }
+            return try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+        }()
+        let head: UInt64 = try {
+            let store = try BaseAuditTests.reader(path)
+            defer { store.close() }
+            return try store.head().seq
+        }()
+        // Record 5 changed (before the copy's checkpoint) and record baseSeq + 20 (after it).
+        for seq: UInt64 in [5, baseSeq + 20] {
+            try TamperTests.withLog(path) { env, log in
+                try env.write { txn in
+                    let key = BigEndianUInt64.encoded(seq)
+                    var value = try #require(try txn.get(log, key: key))
+                    value[0] ^= 0x01
+                    try txn.put(log, key: key, value: value)
+                }
+            }
+        }
+        let store = try BaseAuditTests.reader(path)
+        defer { store.close() }
+        let base = try BaseAuditTests.reader(copyPath)
+        defer { base.close() }
+        // From seq 1 the first break stops any answer past it.
+        #expect {
+            try store.replayed(at: baseSeq + 10)
+        } throws: { error in
+            "\(error)".contains("cannot replay to seq") && "\(error)".contains("5")
+        }
+        // From the copy: the log before its checkpoint is its to vouch for (`teamlog audit` checks all).
+        let before = try store.replayed(at: baseSeq + 10, base: base)
+        before.remove()
+        #expect(before.events == Int(baseSeq + 10))
+        // A break after the copy is found.
+        #expect {
+            try store.replayed(at: head, base: base)
+        } throws: { error in
+            "\(error)".contains("cannot replay to seq \(head)") && "\(error)".contains("\(baseSeq + 20)")
+        }
+    }
+
+    @Test func aCopyPastTheSeqOrOfAnotherLogIsRefused() throws {
+        let directory = TemporaryDirectory("base-at-refused")
+        let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)
+        let other = TemporaryDirectory("base-at-other")
+        let otherStore = try Store(path: other.child("store"), options: .checkpointing(every: 300))
+        let processor = Processor(store: otherStore, clock: { 1_000_000 }) { _ in }
+        for (n, line) in TeamWorkloadProbe.lines(count: 900, seed: 59).enumerated() {
+            try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
+        }
+        try processor.commit()
+        try otherStore.checkpointNow()
+        otherStore.close()
+
+        let store = try BaseAuditTests.reader(path)
+        defer { store.close() }
+        let base = try BaseAuditTests.reader(copyPath)
+        defer { base.close() }
+        let baseSeq = try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+        #expect {
+            try store.replayed(at: baseSeq - 1, base: base)
+        } throws: { error in
+            "\(error)".contains("the base's projections are at seq \(baseSeq), past \(baseSeq - 1)")
+        }
+        let foreign = try BaseAuditTests.reader(other.child("store"))
+        defer { foreign.close() }
+        #expect {
+            try store.replayed(at: try store.head().seq, base: foreign)
+        } throws: { error in
+            "\(error)".contains("not a copy of this store")
+        }
+    }
+
+    @Test func theCLIAnswersAsOfASeqFromACopy() throws {
+        let directory = TemporaryDirectory("base-at-cli")
+        let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)
+        let seq = try {
+            let store = try BaseAuditTests.reader(path)
+            defer { store.close() }
+            return try store.head().seq - 50
+        }()
+        func unread(_ extra: [String]) throws -> (status: ChildProcess.Status, lines: [String]) {
+            try ChildProcess.run(
+                TestSupport.teamlogExecutable, ["unread", "u1", "--json", "--store", path] + extra,
+                stderr: directory.child("unread.err"), timeout: 120)
+        }
+        let full = try unread(["--at", "\(seq)"])
+        #expect(full.status == .exited(0), "\(readTextFile(directory.child("unread.err")))")
+        let fromCopy = try unread(["--at", "\(seq)", "--base", copyPath])
+        #expect(fromCopy.status == .exited(0), "\(readTextFile(directory.child("unread.err")))")
+        #expect(fromCopy.lines == full.lines && !full.lines.isEmpty)
+        #expect(full.lines != (try unread([])).lines, "the answer as of \(seq) is not the head's")
+
+        let alone = try unread(["--base", copyPath])
+        #expect(alone.status == .exited(64))
+        #expect(readTextFile(directory.child("unread.err")).contains("--base is for --at SEQ"))
+    }
+}
