@@ -18,11 +18,11 @@ public struct ServerConfiguration: Sendable {
     /// NATS deployment takes its ops from its stream only, so its log is the stream's order.
     public var opsRefusal: String?
 
-    /// A copy of the store (`teamlog backup`) that `?at=SEQ` replays from when the copy's checkpoint is at
-    /// or before SEQ (`--at-base DIR`): only the log after it is replayed. Opened for each such query, so a
-    /// newer backup put in its place is used from the next query on; a copy past SEQ is passed over (the
-    /// replay starts from seq 1), one that cannot serve (not a store, other settings, another log's) is a
-    /// 500 `atBase` naming why.
+    /// A copy of the store (`teamlog backup`), or a directory of copies, that `?at=SEQ` replays from: the
+    /// newest whose checkpoint is at or before SEQ (`--at-base DIR`; only the log after it is replayed).
+    /// Looked at for each such query, so a newer backup put there is used from the next query on; with no
+    /// copy at or before SEQ the replay starts from seq 1; a path that cannot serve (gone, a copy of other
+    /// settings or of another log) is a 500 `atBase` naming why.
     public var atBase: String?
 
     public init() {}

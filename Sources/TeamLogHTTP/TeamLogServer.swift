@@ -208,21 +208,13 @@ public final class TeamLogServer: Service, Sendable {
         return json(answer)
     }
 
-    /// The `--at-base` copy, opened for a `?at=` query, when its checkpoint is at or before `seq` (else
-    /// `nil`: the replay starts from seq 1). Thrown: a copy that cannot be opened as a store, as a 500.
+    /// The `--at-base` copy for a `?at=` query, opened: the copy there (or the newest in that directory)
+    /// whose checkpoint is at or before `seq`; `nil` when none is (the replay starts from seq 1). Thrown,
+    /// as a 500 `atBase`: a path that is no longer a store nor a directory, a copy that cannot be opened.
     static func openAtBase(_ path: String, upTo seq: UInt64) throws -> Store? {
-        var options = Store.Options()
-        options.readOnly = true
-        let base: Store
-        do { base = try Store(path: path, options: options, loadState: false) } catch {
+        do { return try Store.newestCopy(at: path, atOrBefore: seq).copy?.store } catch {
             throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot be opened: \(error)")
         }
-        let checkpoint = try base.readStoredProjections { _, checkpointSeq in checkpointSeq }
-        guard checkpoint <= seq else {
-            base.close()
-            return nil
-        }
-        return base
     }
 
     // MARK: - Log export

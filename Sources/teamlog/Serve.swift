@@ -63,7 +63,7 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "A copy of this store (`teamlog backup`) that `?at=SEQ` queries replay from when its checkpoint is at or before SEQ.",
+            "A copy of this store (`teamlog backup`), or a directory of copies, that `?at=SEQ` queries replay from: the newest whose checkpoint is at or before SEQ.",
             valueName: "DIR"))
     var atBase: String?
 
@@ -83,7 +83,10 @@ struct Serve: AsyncParsableCommand {
             config.token = token
         }
         if let atBase {
-            try openBase(atBase).close()  // a store, or refused now rather than at the first `?at=`
+            // A copy or a directory (of copies to come, perhaps), or refused now rather than at the first `?at=`.
+            do { try Store.newestCopy(at: atBase, atOrBefore: .max).copy?.store.close() } catch {
+                throw CLIError("--at-base \(atBase): \(error)")
+            }
             config.atBase = atBase
         }
         var worker: PartitionWorker.Options?

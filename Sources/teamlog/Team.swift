@@ -30,7 +30,31 @@ func replayed(_ store: Store, _ seq: UInt64, base: Store? = nil) throws -> Scrat
     }
 }
 
-/// Opens a copy of a store (`teamlog backup`) for `audit --base` and `--at SEQ --base`, read-only.
+/// The copy at `path` — a copy of the store (`teamlog backup`) or a directory of them — to answer as of
+/// `seq` from (`--at SEQ --base DIR`): the newest at or before `seq` (`Store.newestCopy`). Says on stderr
+/// which one of a directory it took.
+func chooseBase(_ path: String, for seq: UInt64) throws -> Store.Copy {
+    let found: (copy: Store.Copy?, seqs: [UInt64])
+    do { found = try Store.newestCopy(at: path, atOrBefore: seq) } catch let error as StoreError
+    where error.code == .notAStore {
+        throw CLIError(
+            "the base \(path) is neither a teamlog store nor a directory of them: give a copy made by `teamlog backup --to DIR`")
+    } catch {
+        throw cannotOpen(path, error)
+    }
+    guard let copy = found.copy else {
+        if found.seqs.isEmpty {
+            throw CLIError("no teamlog store at \(path) nor in it: give a copy made by `teamlog backup --to DIR`")
+        }
+        let seqs = found.seqs.map(String.init).joined(separator: ", ")
+        throw CLIError(
+            "no copy at \(path) is at or before seq \(seq) (checkpoint seqs: \(seqs)): give an older copy, or none")
+    }
+    if copy.path != path { printErr("teamlog: from the copy \(copy.path) at seq \(copy.checkpointSeq)") }
+    return copy
+}
+
+/// Opens a copy of a store (`teamlog backup`) for `audit --base`, read-only.
 func openBase(_ path: String) throws -> Store {
     var options = Store.Options()
     options.readOnly = true

@@ -58,7 +58,7 @@ struct QueryOptions: ParsableArguments {
 
     @Option(
         help: ArgumentHelp(
-            "With --at: a copy of this store (`teamlog backup`) at or before that seq to start the replay from: only the log after its checkpoint is replayed.",
+            "With --at: a copy of this store (`teamlog backup`) at or before that seq, or a directory of copies (the newest such is taken), to start the replay from: only the log after its checkpoint is replayed.",
             valueName: "DIR"))
     var base: String?
 
@@ -88,9 +88,9 @@ struct QueryOptions: ParsableArguments {
     /// seq (the same query, the same index seeks); `missing` is printed (exit 1) when there is none.
     func answer(_ query: (Store) throws -> JSONValue?, missing: String) throws -> JSONValue {
         let store = try openForQuery(storeOptions.path)
-        let baseStore = try base.map(openBase)
-        defer { baseStore?.close() }
-        let scratch = try at.map { try replayed(store, $0, base: baseStore) }
+        let baseCopy = try at.flatMap { seq in try base.map { try chooseBase($0, for: seq) } }
+        defer { baseCopy?.store.close() }
+        let scratch = try at.map { try replayed(store, $0, base: baseCopy?.store) }
         defer { scratch?.remove() }
         guard let view = try query(scratch?.store ?? store) else {
             printErr("teamlog: \(missing)")

@@ -6,6 +6,10 @@ import Testing
 
 @testable import TeamLogStore
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `--at SEQ --base DIR` (`Store.replayed(at:base:)`): the store as of a seq, replayed from a copy's
 /// checkpoint instead of from seq 1. Its tables and answers equal a replay from seq 1 at every seq from
 /// the copy's checkpoint to the head; it walks only the log after the copy; and it refuses a copy past
@@ -130,6 +134,59 @@ import Testing
         } throws: { error in
             "\(error)".contains("not a copy of this store")
         }
+    }
+
+    /// A directory of backups: each seq is answered from the newest copy at or before it; entries that are
+    /// no store are passed over; a seq before every copy has none.
+    @Test func aDirectoryOfCopiesGivesTheNewestAtOrBeforeTheSeq() throws {
+        let directory = TemporaryDirectory("base-at-directory")
+        let backups = directory.child("backups")
+        #expect(mkdir(backups, 0o755) == 0)
+        let path = try BaseAuditTests.storeWithCopies(directory, at: [400, 1_000]) { "\(backups)/copy-\($0)" }
+        #expect(mkdir(backups + "/empty", 0o755) == 0)
+        let file = open(backups + "/README", O_CREAT | O_WRONLY, 0o644)  // a file among the copies
+        #expect(file >= 0)
+        close(file)
+        let store = try BaseAuditTests.reader(path)
+        defer { store.close() }
+        let (none, seqs) = try Store.newestCopy(at: backups, atOrBefore: 1)
+        #expect(none == nil)
+        let sorted = seqs.sorted()  // in the names' order: copy-1000 before copy-400
+        try #require(sorted.count == 2 && sorted[0] < sorted[1] && sorted[0] > 1 && seqs != sorted, "\(seqs)")
+        let (early, late) = (sorted[0], sorted[1])
+        for (seq, expected) in [(early, "copy-400"), (late - 1, "copy-400"), (late, "copy-1000"), (late + 9, "copy-1000")] {
+            let copy = try #require(try Store.newestCopy(at: backups, atOrBefore: seq).copy)
+            defer { copy.store.close() }
+            #expect(copy.path == "\(backups)/\(expected)" && copy.checkpointSeq <= seq, "at \(seq)")
+        }
+        // A copy itself, not a directory of them: it, when not past the seq.
+        #expect(try Store.newestCopy(at: backups + "/copy-400", atOrBefore: early).copy?.checkpointSeq == early)
+        #expect(try Store.newestCopy(at: backups + "/copy-1000", atOrBefore: early).copy == nil)
+        #expect(throws: StoreError.self) { try Store.newestCopy(at: directory.child("nothing"), atOrBefore: 1) }
+        // The copy chosen for a seq between the two gives the answers a replay from seq 1 does.
+        let seq = (early + late) / 2
+        let copy = try #require(try Store.newestCopy(at: backups, atOrBefore: seq).copy)
+        defer { copy.store.close() }
+        let full = try store.replayed(at: seq)
+        defer { full.remove() }
+        let fromCopy = try store.replayed(at: seq, base: copy.store)
+        defer { fromCopy.remove() }
+        #expect(try Self.differences(full, fromCopy) == [])
+
+        // The CLI: the same answer, the copy it took said on stderr; none at or before the seq is an error.
+        let err = directory.child("cli.err")
+        func unread(_ extra: [String]) throws -> (status: ChildProcess.Status, lines: [String]) {
+            try ChildProcess.run(
+                TestSupport.teamlogExecutable, ["unread", "u1", "--json", "--store", path] + extra, stderr: err,
+                timeout: 120)
+        }
+        let alone = try unread(["--at", "\(seq)"])
+        let cli = try unread(["--at", "\(seq)", "--base", backups])
+        #expect(cli.status == .exited(0) && cli.lines == alone.lines && !alone.lines.isEmpty)
+        #expect(readTextFile(err).contains("from the copy \(backups)/copy-400 at seq \(early)"), "\(readTextFile(err))")
+        let before = try unread(["--at", "1", "--base", backups])
+        #expect(before.status == .exited(1))
+        #expect(readTextFile(err).contains("no copy at \(backups) is at or before seq 1"), "\(readTextFile(err))")
     }
 
     @Test func theCLIAnswersAsOfASeqFromACopy() throws {

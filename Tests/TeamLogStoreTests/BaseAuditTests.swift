@@ -23,21 +23,30 @@ import Testing
     static func storeWithCopy(_ directory: TemporaryDirectory, split: Int = 800, lagging: Bool = false) throws
         -> (String, String)
     {
+        let path = try storeWithCopies(directory, at: [split], lagging: lagging) { _ in directory.child("copy") }
+        return (path, directory.child("copy"))
+    }
+
+    /// A store fed `lines` with a backup taken after the first `n` lines for each `n` of `splits`, into
+    /// `copyPath(n)`; the store's path.
+    static func storeWithCopies(
+        _ directory: TemporaryDirectory, at splits: [Int], lagging: Bool = false, copyPath: (Int) -> String
+    ) throws -> String {
         let path = directory.child("store")
         let store = try Store(path: path, options: .checkpointing(every: 300))
         let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
         for (n, line) in lines.enumerated() {
-            if n == split {
+            if splits.contains(n) {
                 try processor.commit()
                 if !lagging { try store.checkpointNow() }
-                _ = try store.backup(to: directory.child("copy"))
+                _ = try store.backup(to: copyPath(n))
             }
             try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
         }
         try processor.commit()
         try store.checkpointNow()
         store.close()
-        return (path, directory.child("copy"))
+        return path
     }
 
     static func reader(_ path: String) throws -> Store {

@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+extension Store {
+    /// A copy of a store (`teamlog backup`), opened read-only, with the seq its projections are at.
+    public struct Copy {
+        public let store: Store
+        public let path: String
+        public let checkpointSeq: UInt64
+    }
+
+    /// The copy to start a replay to `seq` from (`--at SEQ --base DIR`, `serve --at-base DIR`): `path` is a
+    /// copy, or a directory of copies (the backups kept, say one per day — each entry of it that is a
+    /// store; the others are passed over). Returns the one whose checkpoint is the newest at or before
+    /// `seq`, open (the others are closed again), or `nil` when none is; with every copy's checkpoint seq
+    /// found, in `path`'s order, for the caller's message. Throws `notAStore` when `path` is neither a
+    /// store nor a directory.
+    ///
+    /// Whether the copy can serve this store (its settings, its checkpoint hash against this log) is
+    /// `replayIntoScratch(base:)`'s to check: a copy of another store is refused there, not passed over.
+    public static func newestCopy(at path: String, atOrBefore seq: UInt64) throws -> (copy: Copy?, seqs: [UInt64]) {
+        var best: Copy?
+        var seqs: [UInt64] = []
+        func consider(_ copy: Copy) {
+            seqs.append(copy.checkpointSeq)
+            if copy.checkpointSeq <= seq, copy.checkpointSeq >= best?.checkpointSeq ?? 0 {
+                best?.store.close()
+                best = copy
+            } else {
+                copy.store.close()
+            }
+        }
+        if let copy = try openCopy(path) {
+            consider(copy)
+            return (best, seqs)
+        }
+        guard let names = directoryEntries(path) else {
+            throw StoreError(
+                code: .notAStore, message: "\(path) is neither a teamlog store nor a directory of them", path: path)
+        }
+        for name in names.sorted() {
+            if let copy = try openCopy(path + "/" + name) { consider(copy) }
+        }
+        return (best, seqs)
+    }
+
+    /// The store at `path` opened read-only with its checkpoint seq; `nil` when there is none there.
+    private static func openCopy(_ path: String) throws -> Copy? {
+        var options = Options()
+        options.readOnly = true
+        let store: Store
+        do { store = try Store(path: path, options: options, loadState: false) } catch let error as StoreError
+        where error.code == .notAStore {
+            return nil
+        }
+        do {
+            let seq = try store.projectionEnv.read { try store.pdbs.readCheckpoint($0) }.seq
+            return Copy(store: store, path: path, checkpointSeq: seq)
+        } catch {
+            store.close()
+            throw error
+        }
+    }
+}
