@@ -30,7 +30,8 @@ public enum OpenAPIDocument {
               required: false
               description: >-
                 Answer as of this seq (a replay of the log up to it into a temporary store; from the server's
-                `--at-base` copy when its checkpoint is at or before the seq, else from seq 1).
+                `--at-base` copy when its checkpoint is at or before the seq, else from seq 1). At most
+                `--at-replays` run at once: one more is 503 `atBusy` with `Retry-After`.
               schema: { type: integer, minimum: 1 }
           responses:
             Error:
@@ -296,6 +297,7 @@ public enum OpenAPIDocument {
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
+                "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/users/{user}/unread:
             get:
@@ -311,6 +313,7 @@ public enum OpenAPIDocument {
                       schema: { $ref: "#/components/schemas/Unread" }
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
+                "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/messages/{messageId}/receipts:
             get:
@@ -327,6 +330,7 @@ public enum OpenAPIDocument {
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
+                "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/messages/{messageId}:
             get:
@@ -343,6 +347,7 @@ public enum OpenAPIDocument {
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
+                "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/channels/{channel}:
             get:
@@ -359,6 +364,7 @@ public enum OpenAPIDocument {
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
+                "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/log:
             get:

@@ -25,5 +25,11 @@ public struct ServerConfiguration: Sendable {
     /// settings or of another log) is a 500 `atBase` naming why.
     public var atBase: String?
 
+    /// Point-in-time replays (`?at=SEQ`) that may run at once (`--at-replays N`; 0: none are served). One
+    /// more is answered 503 `atBusy` with `Retry-After` rather than started: each holds a replay's working
+    /// set (~0.8 GB at 5M events, `--cache-mb`'s replay budget) and a scratch store the size of the
+    /// projections in `$TMPDIR`, so what the server may take is bounded by this, not by its callers.
+    public var atReplays = 1
+
     public init() {}
 }

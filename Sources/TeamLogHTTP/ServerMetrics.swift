@@ -30,6 +30,7 @@ public final class ServerMetrics: Sendable {
     let workingSetEvictions: Metrics.Gauge
     let windowEvents: Metrics.Gauge
     let windowBytes: Metrics.Gauge
+    let atReplays: Metrics.Gauge
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -70,6 +71,7 @@ public final class ServerMetrics: Sendable {
         workingSetEvictions = Metrics.Gauge(label: "teamlog_working_set_evictions", factory: factory)
         windowEvents = Metrics.Gauge(label: "teamlog_record_window_events", factory: factory)
         windowBytes = Metrics.Gauge(label: "teamlog_record_window_bytes", factory: factory)
+        atReplays = Metrics.Gauge(label: "teamlog_at_replays_running", factory: factory)
     }
 
     /// Records one group commit (the writer's thread calls this).
@@ -100,8 +102,9 @@ public final class ServerMetrics: Sendable {
         ).recordSeconds(seconds)
     }
 
-    /// The Prometheus text exposition, with the store's sizes read now.
-    func exposition(store: Store?) -> [UInt8] {
+    /// The Prometheus text exposition, with the store's sizes and the `?at=` replays running read now.
+    func exposition(store: Store?, atReplaysRunning: Int) -> [UInt8] {
+        atReplays.record(Double(atReplaysRunning))
         if let store {
             logBytes.record(Double(store.env.usedBytes))
             projectionBytes.record(Double(store.projectionEnv.usedBytes))

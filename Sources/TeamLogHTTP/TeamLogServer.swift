@@ -23,6 +23,8 @@ public final class TeamLogServer: Service, Sendable {
     let logger: Logger
     let auth: BearerAuth?
     private let bound = BoundPort()
+    /// The `?at=` replays running (`ServerConfiguration.atReplays`).
+    let atReplays: Slots
 
     public init(
         writer: WriterService, configuration: ServerConfiguration, metrics: ServerMetrics = ServerMetrics(),
@@ -33,6 +35,7 @@ public final class TeamLogServer: Service, Sendable {
         self.metrics = metrics
         self.logger = logger
         auth = configuration.token.map(BearerAuth.init)
+        atReplays = Slots(configuration.atReplays)
     }
 
     /// The port the server listens on, once it does (waits for it); `nil` if it stopped before binding.
@@ -110,7 +113,7 @@ public final class TeamLogServer: Service, Sendable {
         case .metrics:
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            let bytes = metrics.exposition(store: writer.store)
+            let bytes = metrics.exposition(store: writer.store, atReplaysRunning: atReplays.inUse)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
         case .openapi:
             var headers = HTTPFields()
@@ -187,6 +190,15 @@ public final class TeamLogServer: Service, Sendable {
             let config = writer.config
             let shared = Shared(store)
             let atBase = configuration.atBase
+            guard atReplays.take() else {
+                var error = APIError(
+                    .serviceUnavailable, "atBusy",
+                    "\(configuration.atReplays) point-in-time replays (?at=) may run at once, and as many are running: "
+                        + "try again later")
+                error.headers[.retryAfter] = "5"
+                throw error
+            }
+            defer { atReplays.give() }
             answer = try await onThread {
                 let base = try atBase.flatMap { try Self.openAtBase($0, upTo: seq) }
                 defer { base?.close() }
@@ -443,6 +455,28 @@ func percentDecoded(_ text: String) -> String {
 }
 
 /// The bound port, set once by `onServerRunning` (or `nil` when the server ended without binding).
+/// A count of slots, taken without waiting (`take` says whether one was free) and given back.
+final class Slots: @unchecked Sendable {
+    private let monitor = Monitor()
+    private let limit: Int
+    private var taken = 0
+
+    init(_ limit: Int) { self.limit = limit }
+
+    func take() -> Bool {
+        monitor.locked {
+            guard taken < limit else { return false }
+            taken += 1
+            return true
+        }
+    }
+
+    func give() { monitor.locked { taken -= 1 } }
+
+    /// Slots taken now.
+    var inUse: Int { monitor.locked { taken } }
+}
+
 final class BoundPort: @unchecked Sendable {
     private let monitor = Monitor()
     private var isSet = false

@@ -67,6 +67,9 @@ struct Serve: AsyncParsableCommand {
             valueName: "DIR"))
     var atBase: String?
 
+    @Option(help: "Point-in-time replays (`?at=`) that may run at once (each holds ~0.8 GB at 5M events); one more is answered 503. 0: none.")
+    var atReplays: Int = ServerConfiguration().atReplays
+
     @OptionGroup var settings: SettingsOptions
 
     func run() async throws {
@@ -77,6 +80,8 @@ struct Serve: AsyncParsableCommand {
         guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0 else {
             throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
         }
+        guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
+        config.atReplays = atReplays
         if let tokenFile {
             let token = try Self.readToken(tokenFile)
             guard !token.isEmpty else { throw ValidationError("the token file \(tokenFile) is empty") }

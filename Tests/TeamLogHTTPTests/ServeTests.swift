@@ -2,7 +2,7 @@ import AsyncHTTPClient
 import Hummingbird
 import LMDB
 import TeamLog
-import TeamLogHTTP
+@testable import TeamLogHTTP
 import TeamLogRuntime
 import TeamLogStore
 import TestSupport
@@ -218,6 +218,35 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(gone.status == 500)
         #expect(gone.json["error"]?["code"] == .string("atBase"), "\(gone.body)")
         try await server.stop()
+    }
+
+    /// `--at-replays N`: at most N `?at=` replays at once, one more answered 503 `atBusy` with
+    /// `Retry-After` (a slot held here as a running replay holds it); slots come back after every replay,
+    /// a refused one included; 0 serves none.
+    @Test func atReplaysBoundTheReplaysRunningAtOnce() async throws {
+        let server = try await LiveServer()
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        for _ in 0..<3 { #expect(try await send("GET", server.base + "/v1/teams/ops?at=1").status == 200) }
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=999").status == 400)
+        #expect(try await send("GET", server.base + "/v1/users/dave/unread?at=7").status == 200, "a slot after a 400")
+        #expect(server.server.atReplays.take(), "the one slot is free")
+        let busy = try await send("GET", server.base + "/v1/teams/ops?at=1")
+        #expect(busy.status == 503 && busy.header("Retry-After") == "5")
+        #expect(busy.json["error"]?["code"] == .string("atBusy"), "\(busy.body)")
+        #expect(try await send("GET", server.base + "/v1/teams/ops").status == 200, "queries of the head are not limited")
+        let metrics = try await send("GET", server.base + "/metrics")
+        #expect(metrics.body.contains("teamlog_at_replays_running 1"), "\(metrics.body)")
+        server.server.atReplays.give()
+        #expect(try await send("GET", server.base + "/v1/teams/ops?at=1").status == 200)
+        try await server.stop()
+
+        var none = ServerConfiguration()
+        none.atReplays = 0
+        let closed = try await LiveServer(configuration: none)
+        _ = try await send("POST", closed.base + "/v1/ops", body: body(exampleLines))
+        #expect(try await send("GET", closed.base + "/v1/teams/ops?at=1").status == 503)
+        #expect(try await send("GET", closed.base + "/v1/teams/ops").status == 200)
+        try await closed.stop()
     }
 
     @Test func writesNeedTheTokenAndReadsToWithProtectReads() async throws {
