@@ -1,6 +1,5 @@
 import LMDB
 import TeamLog
-import TeamLogRuntime
 import TestSupport
 import Testing
 
@@ -30,12 +29,11 @@ import Testing
 
     @Test func asOfEverySeqFromTheCopyOnTheAnswersEqualAReplayFromSeqOne() throws {
         let directory = TemporaryDirectory("base-at")
-        let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)
-        let store = try BaseAuditTests.reader(path)
-        defer { store.close() }
-        let base = try BaseAuditTests.reader(copyPath)
-        defer { base.close() }
-        let baseSeq = try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+        let (store, base, baseSeq) = try BaseAuditTests.readersOfStoreWithCopy(directory)
+        defer {
+            store.close()
+            base.close()
+        }
         let head = try store.head().seq
         try #require(baseSeq > 0 && head > baseSeq + 100)
 
@@ -47,8 +45,7 @@ import Testing
             #expect(fromCopy.events == Int(seq) && fromCopy.problem == nil)
             #expect(try Self.differences(full, fromCopy) == [], "at \(seq)")
             #expect(try Self.answers(fromCopy.store) == (try Self.answers(full.store)), "at \(seq)")
-            let checkpoint = try fromCopy.store.projectionEnv.read { try fromCopy.store.pdbs.readCheckpoint($0) }
-            #expect(checkpoint.seq == seq)
+            #expect(try fromCopy.store.storedCheckpointSeq() == seq)
         }
         // Something moved between the copy and the head, or the comparison above proves little.
         let atCopy = try store.replayed(at: baseSeq)
@@ -64,7 +61,7 @@ import Testing
         let baseSeq: UInt64 = try {
             let base = try BaseAuditTests.reader(copyPath)
             defer { base.close() }
-            return try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+            return try base.storedCheckpointSeq()
         }()
         let head: UInt64 = try {
             let store = try BaseAuditTests.reader(path)
@@ -108,26 +105,18 @@ import Testing
         let directory = TemporaryDirectory("base-at-refused")
         let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)
         let other = TemporaryDirectory("base-at-other")
-        let otherStore = try Store(path: other.child("store"), options: .checkpointing(every: 300))
-        let processor = Processor(store: otherStore, clock: { 1_000_000 }) { _ in }
-        for (n, line) in TeamWorkloadProbe.lines(count: 900, seed: 59).enumerated() {
-            try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
-        }
-        try processor.commit()
-        try otherStore.checkpointNow()
-        otherStore.close()
-
+        let otherPath = try BaseAuditTests.storeOfAnotherLog(other)
         let store = try BaseAuditTests.reader(path)
         defer { store.close() }
         let base = try BaseAuditTests.reader(copyPath)
         defer { base.close() }
-        let baseSeq = try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+        let baseSeq = try base.storedCheckpointSeq()
         #expect {
             try store.replayed(at: baseSeq - 1, base: base)
         } throws: { error in
             "\(error)".contains("the base's projections are at seq \(baseSeq), past \(baseSeq - 1)")
         }
-        let foreign = try BaseAuditTests.reader(other.child("store"))
+        let foreign = try BaseAuditTests.reader(otherPath)
         defer { foreign.close() }
         #expect {
             try store.replayed(at: try store.head().seq, base: foreign)

@@ -49,6 +49,28 @@ import Testing
         return path
     }
 
+    /// A store of another log (another workload's 900 lines) in `directory`; its path.
+    static func storeOfAnotherLog(_ directory: TemporaryDirectory) throws -> String {
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: 300))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        for (n, line) in TeamWorkloadProbe.lines(count: 900, seed: 59).enumerated() {
+            try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
+        }
+        try processor.commit()
+        try store.checkpointNow()
+        store.close()
+        return path
+    }
+
+    /// `storeWithCopy`'s store and copy opened as readers, with the copy's checkpoint seq.
+    static func readersOfStoreWithCopy(_ directory: TemporaryDirectory) throws -> (Store, Store, UInt64) {
+        let (path, copyPath) = try storeWithCopy(directory)
+        let store = try reader(path)
+        let base = try reader(copyPath)
+        return (store, base, try base.storedCheckpointSeq())
+    }
+
     static func reader(_ path: String) throws -> Store {
         var options = Store.Options()
         options.readOnly = true
@@ -89,12 +111,11 @@ import Testing
 
     @Test func anAuditFromACopyReplaysOnlyTheTailAndAgreesWithAFullAudit() throws {
         let directory = TemporaryDirectory("base-audit")
-        let (path, copyPath) = try Self.storeWithCopy(directory)
-        let store = try Self.reader(path)
-        defer { store.close() }
-        let base = try Self.reader(copyPath)
-        defer { base.close() }
-        let baseSeq = try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) }.seq
+        let (store, base, baseSeq) = try Self.readersOfStoreWithCopy(directory)
+        defer {
+            store.close()
+            base.close()
+        }
         try #require(baseSeq > 0)
 
         let full = try store.audit()
@@ -142,18 +163,9 @@ import Testing
         let directory = TemporaryDirectory("base-audit-refused")
         let (path, copyPath) = try Self.storeWithCopy(directory)
         let other = TemporaryDirectory("base-audit-other")
-        let otherStore = try Store(path: other.child("store"), options: .checkpointing(every: 300))
-        let processor = Processor(store: otherStore, clock: { 1_000_000 }) { _ in }
-        for (n, line) in TeamWorkloadProbe.lines(count: 900, seed: 59).enumerated() {
-            try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
-        }
-        try processor.commit()
-        try otherStore.checkpointNow()
-        otherStore.close()
-
         let store = try Self.reader(path)
         defer { store.close() }
-        let foreign = try Self.reader(other.child("store"))
+        let foreign = try Self.reader(try Self.storeOfAnotherLog(other))
         defer { foreign.close() }
         #expect {
             try store.audit(base: foreign)
@@ -207,4 +219,9 @@ import Testing
         #expect(message.contains("the base \(missing) is not a teamlog store"), "\(message)")
         #expect(message.contains("teamlog backup --to DIR") && !message.contains("ingest"), "\(message)")
     }
+}
+
+extension Store {
+    /// The seq the stored projections are at (their checkpoint).
+    func storedCheckpointSeq() throws -> UInt64 { try readStoredProjections { _, seq in seq } }
 }
