@@ -55,6 +55,32 @@ import Testing
         #expect(try Self.differences(atCopy, atHead) != [])
     }
 
+    /// A copy taken beside a writer whose checkpoint lags its log (as `teamlog backup` of a live store
+    /// does): its projections, at their checkpoint, are what the replay starts from — not its log's head.
+    @Test func aCopyWhoseLogRunsPastItsCheckpointServesFromTheCheckpoint() throws {
+        let directory = TemporaryDirectory("base-at-lagging")
+        // Checkpointed at line 400 and not again before the copy at line 1,000 (no interval reached).
+        let copyPath = directory.child("copy")
+        let path = try BaseAuditTests.storeWithCopies(
+            directory, at: [400, 1_000], checkpointOps: 1_000_000, checkpointFirst: { $0 == 400 }
+        ) { $0 == 400 ? directory.child("first") : copyPath }
+        let store = try BaseAuditTests.reader(path)
+        let base = try BaseAuditTests.reader(copyPath)
+        defer {
+            store.close()
+            base.close()
+        }
+        let (baseSeq, copyHead) = (try base.storedCheckpointSeq(), try base.head().seq)
+        try #require(baseSeq > 0 && copyHead > baseSeq, "the copy's log runs past its checkpoint (\(baseSeq))")
+        for seq in [baseSeq + 1, copyHead, try store.head().seq] {
+            let full = try store.replayed(at: seq)
+            defer { full.remove() }
+            let fromCopy = try store.replayed(at: seq, base: base)
+            defer { fromCopy.remove() }
+            #expect(try Self.differences(full, fromCopy) == [], "at \(seq)")
+        }
+    }
+
     @Test func onlyTheLogAfterTheCopyIsWalked() throws {
         let directory = TemporaryDirectory("base-at-tail")
         let (path, copyPath) = try BaseAuditTests.storeWithCopy(directory)

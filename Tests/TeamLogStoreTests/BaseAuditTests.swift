@@ -23,22 +23,26 @@ import Testing
     static func storeWithCopy(_ directory: TemporaryDirectory, split: Int = 800, lagging: Bool = false) throws
         -> (String, String)
     {
-        let path = try storeWithCopies(directory, at: [split], lagging: lagging) { _ in directory.child("copy") }
+        let path = try storeWithCopies(directory, at: [split], checkpointFirst: { _ in !lagging }) { _ in
+            directory.child("copy")
+        }
         return (path, directory.child("copy"))
     }
 
     /// A store fed `lines` with a backup taken after the first `n` lines for each `n` of `splits`, into
-    /// `copyPath(n)`; the store's path.
+    /// `copyPath(n)`, checkpointed first when `checkpointFirst(n)`; the store's path. `checkpointOps`: the
+    /// store's own interval.
     static func storeWithCopies(
-        _ directory: TemporaryDirectory, at splits: [Int], lagging: Bool = false, copyPath: (Int) -> String
+        _ directory: TemporaryDirectory, at splits: [Int], checkpointOps: Int = 300,
+        checkpointFirst: (Int) -> Bool = { _ in true }, copyPath: (Int) -> String
     ) throws -> String {
         let path = directory.child("store")
-        let store = try Store(path: path, options: .checkpointing(every: 300))
+        let store = try Store(path: path, options: .checkpointing(every: checkpointOps))
         let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
         for (n, line) in lines.enumerated() {
             if splits.contains(n) {
                 try processor.commit()
-                if !lagging { try store.checkpointNow() }
+                if checkpointFirst(n) { try store.checkpointNow() }
                 _ = try store.backup(to: copyPath(n))
             }
             try processor.process(.text(number: n + 1, bytes: Array(line.utf8)))
