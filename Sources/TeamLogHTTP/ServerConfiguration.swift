@@ -29,6 +29,7 @@ public struct ServerConfiguration: Sendable {
     /// more is answered 503 `atBusy` with `Retry-After` rather than started: each holds a replay's working
     /// set (~0.8 GB at 5M events, `--cache-mb`'s replay budget) and a scratch store the size of the
     /// projections in `$TMPDIR`, so what the server may take is bounded by this, not by its callers.
+    /// Replays from `atBase` copies run one at a time within it (`TeamLogServer.atBaseCopies`).
     public var atReplays = 1
 
     public init() {}

@@ -25,6 +25,10 @@ public final class TeamLogServer: Service, Sendable {
     private let bound = BoundPort()
     /// The `?at=` replays running (`ServerConfiguration.atReplays`).
     let atReplays: Slots
+    /// Held while a `?at=` replay has `--at-base` copies open: an LMDB environment must not be open twice
+    /// in one process (a second open takes the lock file's locks as its own and may reset its reader
+    /// table), so replays from copies run one at a time whatever `atReplays` allows.
+    let atBaseCopies = Monitor()
 
     public init(
         writer: WriterService, configuration: ServerConfiguration, metrics: ServerMetrics = ServerMetrics(),
@@ -199,16 +203,19 @@ public final class TeamLogServer: Service, Sendable {
                 throw error
             }
             defer { atReplays.give() }
+            let copies = atBaseCopies
+            let storePath = writer.path
             answer = try await onThread {
-                let base = try atBase.flatMap { try Self.openAtBase($0, upTo: seq) }
-                defer { base?.close() }
                 let scratch: ScratchStore
-                do { scratch = try shared.store.replayed(at: seq, config: config, base: base) } catch let error
-                    as Store.AsOfError
-                {
+                do {
+                    scratch =
+                        try atBase.flatMap { path in
+                            try copies.locked {
+                                try Self.replayedFromCopy(shared.store, at: seq, config: config, path, of: storePath)
+                            }
+                        } ?? shared.store.replayed(at: seq, config: config)
+                } catch let error as Store.AsOfError {
                     throw APIError(.badRequest, "badRequest", error.description)
-                } catch let error as StoreError where base != nil {
-                    throw APIError(.internalServerError, "atBase", "the --at-base copy \(atBase!) cannot serve: \(error)")
                 }
                 defer { scratch.remove() }
                 return try scratch.store.readCommitted { try kind.view(scratch.store, Id(id), in: $0) }
@@ -220,12 +227,22 @@ public final class TeamLogServer: Service, Sendable {
         return json(answer)
     }
 
-    /// The `--at-base` copy for a `?at=` query, opened: the copy there (or the newest in that directory)
-    /// whose checkpoint is at or before `seq`; `nil` when none is (the replay starts from seq 1). Thrown,
-    /// as a 500 `atBase`: a path that is no longer a store nor a directory, a copy that cannot be opened.
-    static func openAtBase(_ path: String, upTo seq: UInt64) throws -> Store? {
-        do { return try Store.newestCopy(at: path, atOrBefore: seq).copy?.store } catch {
+    /// `store` as of `seq` replayed from the `--at-base` copy at `path` (or the newest in that directory)
+    /// whose checkpoint is at or before `seq`, which is opened for it and closed after; `nil` when none is
+    /// (the caller replays from seq 1). Thrown, as a 500 `atBase`: a path that is no longer a store nor a
+    /// directory, a copy that cannot be opened or cannot serve (other settings, another log's).
+    /// Callers hold `atBaseCopies`: LMDB environments must not be open twice in one process.
+    static func replayedFromCopy(_ store: Store, at seq: UInt64, config: Config, _ path: String, of storePath: String)
+        throws -> ScratchStore?
+    {
+        let base: Store?
+        do { base = try Store.newestCopy(at: path, atOrBefore: seq, excluding: storePath).copy?.store } catch {
             throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot be opened: \(error)")
+        }
+        guard let base else { return nil }
+        defer { base.close() }
+        do { return try store.replayed(at: seq, config: config, base: base) } catch let error as StoreError {
+            throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot serve: \(error)")
         }
     }
 

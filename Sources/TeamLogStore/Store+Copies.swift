@@ -21,7 +21,17 @@ extension Store {
     ///
     /// Whether the copy can serve this store (its settings, its checkpoint hash against this log) is
     /// `replayIntoScratch(base:)`'s to check: a copy of another store is refused there, not passed over.
-    public static func newestCopy(at path: String, atOrBefore seq: UInt64) throws -> (copy: Copy?, seqs: [UInt64]) {
+    ///
+    /// `excluding`: the store the copy is for, which is never opened as one of its copies (an LMDB
+    /// environment must not be open twice in one process — least of all a live writer's): `path` naming
+    /// it throws, a directory holding it passes it over.
+    public static func newestCopy(at path: String, atOrBefore seq: UInt64, excluding store: String? = nil) throws
+        -> (copy: Copy?, seqs: [UInt64])
+    {
+        let excluded = store.flatMap(directoryIdentity)
+        if let excluded, directoryIdentity(path) == excluded {
+            throw StoreError(code: .other, message: "\(path) is the store itself, not a copy of it", path: path)
+        }
         var best: Copy?
         var seqs: [UInt64] = []
         func consider(_ copy: Copy) {
@@ -42,9 +52,25 @@ extension Store {
                 code: .notAStore, message: "\(path) is neither a teamlog store nor a directory of them", path: path)
         }
         for name in names.sorted() {
-            if let copy = try openCopy(path + "/" + name) { consider(copy) }
+            let entry = path + "/" + name
+            if let excluded, directoryIdentity(entry) == excluded { continue }
+            if let copy = try openCopy(entry) { consider(copy) }
         }
         return (best, seqs)
+    }
+
+    /// Whether `a` and `b` name the same directory (by device and inode: whatever links or `..` lead there).
+    public static func sameDirectory(_ a: String, _ b: String) -> Bool {
+        guard let identity = directoryIdentity(a) else { return false }
+        return directoryIdentity(b) == identity
+    }
+
+    /// A directory's device and inode (the same directory by any path: links, `..`, bind names); `nil`
+    /// when `path` is no directory.
+    private static func directoryIdentity(_ path: String) -> [UInt64]? {
+        var st = stat()
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return nil }
+        return [UInt64(st.st_dev), UInt64(st.st_ino)]
     }
 
     /// The store at `path` opened read-only with its checkpoint seq; `nil` when there is none there.

@@ -26,7 +26,7 @@ struct Audit: ParsableCommand {
         // A head that cannot be read is the audit's to report: the progress goes without a total.
         let progress = Progress("audit", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
         defer { progress.clear() }
-        let baseStore = try base.map(openBase)
+        let baseStore = try base.map { try openBase($0, of: storeOptions.path) }
         defer { baseStore?.close() }
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
         let report = try baseStore.map { try store.audit(base: $0, progress: update) } ?? store.audit(progress: update)

@@ -89,7 +89,7 @@ struct Serve: AsyncParsableCommand {
         }
         if let atBase {
             // A copy or a directory (of copies to come, perhaps), or refused now rather than at the first `?at=`.
-            do { try Store.newestCopy(at: atBase, atOrBefore: .max).copy?.store.close() } catch {
+            do { try Store.newestCopy(at: atBase, atOrBefore: .max, excluding: storeOptions.path).copy?.store.close() } catch {
                 throw CLIError("--at-base \(atBase): \(error)")
             }
             config.atBase = atBase

@@ -33,9 +33,9 @@ func replayed(_ store: Store, _ seq: UInt64, base: Store? = nil) throws -> Scrat
 /// The copy at `path` — a copy of the store (`teamlog backup`) or a directory of them — to answer as of
 /// `seq` from (`--at SEQ --base DIR`): the newest at or before `seq` (`Store.newestCopy`). Says on stderr
 /// which one of a directory it took.
-func chooseBase(_ path: String, for seq: UInt64) throws -> Store.Copy {
+func chooseBase(_ path: String, for seq: UInt64, of store: String) throws -> Store.Copy {
     let found: (copy: Store.Copy?, seqs: [UInt64])
-    do { found = try Store.newestCopy(at: path, atOrBefore: seq) } catch let error as StoreError
+    do { found = try Store.newestCopy(at: path, atOrBefore: seq, excluding: store) } catch let error as StoreError
     where error.code == .notAStore {
         throw CLIError(
             "the base \(path) is neither a teamlog store nor a directory of them: give a copy made by `teamlog backup --to DIR`")
@@ -54,8 +54,12 @@ func chooseBase(_ path: String, for seq: UInt64) throws -> Store.Copy {
     return copy
 }
 
-/// Opens a copy of a store (`teamlog backup`) for `audit --base`, read-only.
-func openBase(_ path: String) throws -> Store {
+/// Opens a copy of the store at `store` (`teamlog backup`) for `audit --base`, read-only.
+func openBase(_ path: String, of store: String) throws -> Store {
+    // Not the store itself: an LMDB environment must not be open twice in one process.
+    if Store.sameDirectory(path, store) {
+        throw CLIError("the base \(path) is the store itself: give a copy made by `teamlog backup --to DIR`")
+    }
     var options = Store.Options()
     options.readOnly = true
     do { return try Store(path: path, options: options, loadState: false) } catch let error as StoreError

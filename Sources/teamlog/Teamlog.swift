@@ -88,7 +88,7 @@ struct QueryOptions: ParsableArguments {
     /// seq (the same query, the same index seeks); `missing` is printed (exit 1) when there is none.
     func answer(_ query: (Store) throws -> JSONValue?, missing: String) throws -> JSONValue {
         let store = try openForQuery(storeOptions.path)
-        let baseCopy = try at.flatMap { seq in try base.map { try chooseBase($0, for: seq) } }
+        let baseCopy = try at.flatMap { seq in try base.map { try chooseBase($0, for: seq, of: storeOptions.path) } }
         defer { baseCopy?.store.close() }
         let scratch = try at.map { try replayed(store, $0, base: baseCopy?.store) }
         defer { scratch?.remove() }

@@ -162,6 +162,16 @@ import Testing
         let file = open(backups + "/README", O_CREAT | O_WRONLY, 0o644)  // a file among the copies
         #expect(file >= 0)
         close(file)
+        // The store the copies are for is never taken for one (nor opened a second time in a process that
+        // has it open: here nothing has yet).
+        let (_, beside) = try Store.newestCopy(at: directory.path, atOrBefore: .max)
+        #expect(beside.count == 1, "the store itself, found beside the backups' directory")
+        #expect(try Store.newestCopy(at: directory.path, atOrBefore: .max, excluding: path).seqs.isEmpty)
+        #expect {
+            try Store.newestCopy(at: path, atOrBefore: .max, excluding: directory.path + "/./store")
+        } throws: { error in
+            "\(error)".contains("is the store itself")
+        }
         let store = try BaseAuditTests.reader(path)
         defer { store.close() }
         let (none, seqs) = try Store.newestCopy(at: backups, atOrBefore: 1)

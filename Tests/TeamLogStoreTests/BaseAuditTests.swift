@@ -222,6 +222,13 @@ import Testing
         let message = readTextFile(directory.child("refused.err"))
         #expect(message.contains("the base \(missing) is not a teamlog store"), "\(message)")
         #expect(message.contains("teamlog backup --to DIR") && !message.contains("ingest"), "\(message)")
+
+        // The store itself is no copy of it (and is not opened twice).
+        let itself = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", path, "--base", directory.path + "/./store"],
+            stderr: directory.child("itself.err"), timeout: 60)
+        #expect(itself.status == .exited(1))
+        #expect(readTextFile(directory.child("itself.err")).contains("is the store itself"))
     }
 }
 
