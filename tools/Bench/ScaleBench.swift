@@ -8,7 +8,8 @@
 // separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
 // then audits the store. Each child's wall time and peak RSS are its own. Writes DIR/scale.md and a chart,
 // DIR/scale.svg. `--scale-base-audit`: also `teamlog backup` before the last chunk and, after the audit,
-// `teamlog audit --base` of the final store from that copy (reported, not a bar; off by default, so the
+// `teamlog audit --base` of the final store from that copy, and `unread --at` halfway from the copy to the
+// end, from seq 1 and with `--base` that copy (reported, not bars; off by default, so the
 // bars' runs stay as they were: one run with it measured the last chunk at 0.74× the first; the run before
 // it, without, 0.84×). `--scale-one-process`: the whole workload again by one child (reported, not a bar).
 
@@ -44,6 +45,29 @@ struct ScaleBench {
     }
 
     let options: Options
+
+    /// Not a bar: `teamlog unread USER --at SEQ` of the final store from seq 1, then from the copy
+    /// (`--base`): what a point-in-time question costs from nothing and from the last backup.
+    private func measurePointInTime(
+        _ teamlog: String, store: String, copy: String, at seq: UInt64, out: String, err: String,
+        into results: inout ScaleResults
+    ) throws {
+        let user = "u123"
+        progress("unread \(user) as of seq \(fmt(Double(seq))), from seq 1 and from the copy…")
+        let query = ["unread", user, "--json", "--store", store, "--at", String(seq)]
+        let full = try ChildProcess.run(teamlog, query, stdout: out, stderr: err)
+        let fullAnswer = readText(out)
+        let fromCopy = try ChildProcess.run(teamlog, query + ["--base", copy], stdout: out, stderr: err)
+        let same = full.succeeded && fromCopy.succeeded && readText(out) == fullAnswer
+        results.pointInTime = (user, seq, full, fromCopy, same)
+        if !same { results.problems.append("unread --at \(seq): the answers from seq 1 and from the copy differ") }
+    }
+
+    /// The integer value of `"key":` in a one-line JSON object (the backup's `--json` report).
+    static func jsonInteger(_ key: String, in json: String) -> Int? {
+        guard let range = json.range(of: "\"\(key)\":") else { return nil }
+        return Int(json[range.upperBound...].prefix { $0.isNumber })
+    }
 
     /// Runs the whole measurement, prints the report and writes it to `outDir/scale.md`.
     func run() throws {
@@ -175,6 +199,13 @@ struct ScaleBench {
                 let lines = readText(out).split(separator: "\n").map(String.init)
                 results.baseAudit = (run, lines.first { $0.hasPrefix("base: ") } ?? "", lines.last == "audit OK")
                 if !run.succeeded { results.problems.append("audit --base: \(run.ending): \(tail(readText(out)))") }
+                if let copySeq = Self.jsonInteger("checkpointSeq", in: backup.report),
+                    let storeSeq = results.auditSummary?.checkpointSeq
+                {
+                    try measurePointInTime(
+                        teamlog, store: store, copy: copy, at: UInt64((copySeq + storeSeq) / 2), out: out, err: err,
+                        into: &results)
+                }
             }
         }
 

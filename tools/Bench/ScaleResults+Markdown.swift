@@ -67,6 +67,13 @@ extension ScaleResults {
             md += "peak RSS \(mb(baseAudit.run.peakRSSBytes)) MB, \(baseAudit.ok ? "audit OK" : "audit FAILED") "
             md += "(`\(baseAudit.baseLine)`).\n\n"
         }
+        if let p = pointInTime {
+            md += "Not a bar: `teamlog unread \(p.user) --at \(p.at)` of the final store from seq 1: "
+            md += "\(fmt(p.full.seconds, 2)) s, peak RSS \(mb(p.full.peakRSSBytes)) MB; with `--base COPY`: "
+            md += "\(fmt(p.fromCopy.seconds, 2)) s, peak RSS \(mb(p.fromCopy.peakRSSBytes)) MB "
+            md += "(\(fmt(p.full.seconds / max(p.fromCopy.seconds, 1e-9), 2))×; "
+            md += "\(p.same ? "the same answer" : "DIFFERENT ANSWERS")).\n\n"
+        }
 
         md += "| issue 11 bar | measured | target | |\n|---|---:|---:|---|\n"
         let first = chunks.first
