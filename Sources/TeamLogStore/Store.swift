@@ -365,8 +365,12 @@ public final class Store {
         set { world.wantsDeliveries = newValue }
     }
 
-    /// Why the store refuses to write, if it does (a broken chain found at open, a failed commit, closed).
+    /// Why the store refuses to write, if it does (a broken chain found at open, a failed commit, closed,
+    /// repaired).
     public var refusal: StoreError? { failed }
+
+    /// From now on the store refuses to write, for `reason` (unless it already does for another).
+    func refuse(_ reason: StoreError) { failed = failed ?? reason }
 
     /// Gives up the writer role: commits nothing more and releases the writer lock, so another `Store`
     /// (in this process or another) can write. Uncommitted ops are dropped, as in a crash.
