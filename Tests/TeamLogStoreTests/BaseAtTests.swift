@@ -95,16 +95,7 @@ import Testing
             return try store.head().seq
         }()
         // Record 5 changed (before the copy's checkpoint) and record baseSeq + 20 (after it).
-        for seq: UInt64 in [5, baseSeq + 20] {
-            try TamperTests.withLog(path) { env, log in
-                try env.write { txn in
-                    let key = BigEndianUInt64.encoded(seq)
-                    var value = try #require(try txn.get(log, key: key))
-                    value[0] ^= 0x01
-                    try txn.put(log, key: key, value: value)
-                }
-            }
-        }
+        for seq: UInt64 in [5, baseSeq + 20] { try TamperTests.breakRecord(path, seq: seq) }
         let store = try BaseAuditTests.reader(path)
         defer { store.close() }
         let base = try BaseAuditTests.reader(copyPath)

@@ -189,15 +189,7 @@ import Testing
     @Test func aLogRecordChangedBeforeTheCopysSeqIsStillFound() throws {
         let directory = TemporaryDirectory("base-audit-log")
         let (path, copyPath) = try Self.storeWithCopy(directory)
-        // Record 5's event changed in place, its chained hash kept (the record's last 32 bytes).
-        try TamperTests.withLog(path) { env, log in
-            try env.write { txn in
-                let key = BigEndianUInt64.encoded(5)
-                var value = try #require(try txn.get(log, key: key))
-                value[0] ^= 0x01
-                try txn.put(log, key: key, value: value)
-            }
-        }
+        try TamperTests.breakRecord(path, seq: 5)
         let report = try Self.auditFromCopy(path, copyPath)
         #expect(!report.ok)
         #expect(report.chainProblem?.seq == 5, "\(report)")

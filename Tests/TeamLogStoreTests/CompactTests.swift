@@ -31,6 +31,30 @@ import Testing
         return path
     }
 
+    /// Runs `teamlog ARGUMENTS` `times` times and SIGKILLs it each time: at even points within `within`
+    /// µs of its start, at odd ones within `thenWithin` µs of `copyAppears` appearing (so the kill lands
+    /// in the copy, the swap or the removal of a command that writes a copy and swaps it in); `after`
+    /// checks the store after each kill.
+    static func killRepeatedly(
+        _ arguments: [String], times: Int, seed: UInt64, within: Int, copyAppears: String, thenWithin: Int,
+        after: (Int) throws -> Void
+    ) throws {
+        var random = SeededRandom(seed)
+        for point in 0..<times {
+            let child = try ChildProcess(TestSupport.teamlogExecutable, arguments)
+            if point % 2 == 0 {
+                usleep(UInt32(random.below(within)))
+            } else {
+                let deadline = MonotonicClock.seconds() + 20
+                while access(copyAppears, F_OK) != 0 && MonotonicClock.seconds() < deadline { usleep(50) }
+                usleep(UInt32(random.below(thenWithin)))
+            }
+            child.kill(SIGKILL)
+            _ = child.wait()
+            try after(point)
+        }
+    }
+
     static func reader(_ path: String) throws -> Store {
         try Store(path: path, options: BackupTests.readOnly, loadState: false)
     }
@@ -179,21 +203,10 @@ import Testing
         let directory = TemporaryDirectory("compact-killed")
         let path = try Self.store(directory, count: 6_000, every: 200)
         let (tables, hash, _) = try Self.contents(path)
-        var random = SeededRandom(59)
-        for point in 0..<8 {
-            let child = try ChildProcess(TestSupport.teamlogExecutable, ["compact", "--store", path])
-            if point % 2 == 0 {
-                usleep(UInt32(random.below(80_000)))
-            } else {
-                // The copy's directory appears: the kill lands in the copy, the swap or the removal.
-                let deadline = MonotonicClock.seconds() + 10
-                while access(Store.compactionDirectory(for: path), F_OK) != 0 && MonotonicClock.seconds() < deadline {
-                    usleep(50)
-                }
-                usleep(UInt32(random.below(20_000)))
-            }
-            child.kill(SIGKILL)
-            _ = child.wait()
+        try Self.killRepeatedly(
+            ["compact", "--store", path], times: 8, seed: 59, within: 80_000,
+            copyAppears: Store.compactionDirectory(for: path), thenWithin: 20_000
+        ) { point in
             let (afterTables, afterHash, _) = try Self.contents(path)
             #expect(afterTables == tables && afterHash == hash, "kill \(point): the store is whole")
         }

@@ -15,18 +15,6 @@ import Testing
 /// writer goes on; the `Store` that repaired refuses further use; a repair killed at any point leaves a
 /// store that the next repair brings to the same tables as an uninterrupted one.
 @Suite struct RepairTests {
-    /// Flips a byte of log record `seq`'s event (its chained hash kept): the chain breaks there.
-    static func breakRecord(_ path: String, seq: UInt64) throws {
-        try TamperTests.withLog(path) { env, log in
-            try env.write { txn in
-                let key = BigEndianUInt64.encoded(seq)
-                var value = try #require(try txn.get(log, key: key))
-                value[0] ^= 0x01
-                try txn.put(log, key: key, value: value)
-            }
-        }
-    }
-
     @Test func theRebuiltProjectionsAreSwappedInAndNothingIsLeftBeside() throws {
         let directory = TemporaryDirectory("repair-swap")
         let path = try CompactTests.store(directory, count: 1_500)
@@ -60,26 +48,16 @@ import Testing
         let cleanPath = try CompactTests.store(clean, count: 6_000, every: 200)
         let path = try CompactTests.store(killed, count: 6_000, every: 200)
         let seq = try CompactTests.contents(path).2.headSeq - 500
-        try Self.breakRecord(cleanPath, seq: seq)
-        try Self.breakRecord(path, seq: seq)
+        try TamperTests.breakRecord(cleanPath, seq: seq)
+        try TamperTests.breakRecord(path, seq: seq)
         let cleanRun = try ChildProcess.run(TestSupport.teamlogExecutable, ["repair", "--store", cleanPath], timeout: 120)
         #expect(cleanRun.status == .exited(0))
         let (expected, expectedHash, _) = try CompactTests.contents(cleanPath)
 
-        var random = SeededRandom(61)
-        for point in 0..<6 {
-            let child = try ChildProcess(TestSupport.teamlogExecutable, ["repair", "--store", path])
-            if point % 2 == 0 {
-                usleep(UInt32(random.below(150_000)))
-            } else {
-                // The copy's directory appears: the kill lands in the copy, the swap or the removal.
-                let deadline = MonotonicClock.seconds() + 20
-                while access(path + "/proj.repaired", F_OK) != 0 && MonotonicClock.seconds() < deadline { usleep(50) }
-                usleep(UInt32(random.below(5_000)))
-            }
-            child.kill(SIGKILL)
-            _ = child.wait()
-        }
+        try CompactTests.killRepeatedly(
+            ["repair", "--store", path], times: 6, seed: 61, within: 150_000, copyAppears: path + "/proj.repaired",
+            thenWithin: 5_000
+        ) { _ in }
         let run = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["repair", "--store", path], stderr: killed.child("repair.err"), timeout: 120)
         #expect(run.status == .exited(0), "\(readTextFile(killed.child("repair.err")))")

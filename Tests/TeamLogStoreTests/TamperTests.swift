@@ -246,6 +246,19 @@ import Testing
         return try body(env, try env.openHandle("log", create: false))
     }
 
+    /// Flips a byte of log record `seq`'s event in place, its chained hash kept (the record's last 32
+    /// bytes): the chain breaks there.
+    static func breakRecord(_ path: String, seq: UInt64) throws {
+        try withLog(path) { env, log in
+            try env.write { txn in
+                let key = BigEndianUInt64.encoded(seq)
+                var value = try #require(try txn.get(log, key: key))
+                value[0] ^= 0x01
+                try txn.put(log, key: key, value: value)
+            }
+        }
+    }
+
     /// Start offsets of every occurrence of `needle` in `haystack`.
     static func occurrences(of needle: [UInt8], in haystack: [UInt8]) -> [Int] {
         guard !needle.isEmpty, haystack.count >= needle.count else { return [] }
