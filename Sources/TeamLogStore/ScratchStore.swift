@@ -197,8 +197,11 @@ extension Store {
     /// replayed, the chain continued from the base's checkpoint hash — which must be this log's record's at
     /// that seq (`checkBaseHash`). Throws when the base cannot serve: other settings, a checkpoint past
     /// `upTo`, or another log's hash.
+    ///
+    /// `progress` is the replay's position (a seq), every 65,536 seqs.
     public func replayIntoScratch(
-        upTo: UInt64? = nil, batchSize: Int = 8_192, config: Config? = nil, base: Store? = nil
+        upTo: UInt64? = nil, batchSize: Int = 8_192, config: Config? = nil, base: Store? = nil,
+        progress: ((Int) -> Void)? = nil
     ) throws -> ScratchStore {
         let config = config ?? world.config
         let baseCheckpoint = try base.map { base in try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) } }
@@ -217,7 +220,7 @@ extension Store {
             do {
                 try replay(
                     into: scratch, in: txn, upTo: upTo, after: baseCheckpoint?.seq ?? 0,
-                    chainFrom: baseCheckpoint?.hash, batchSize: batchSize, progress: nil)
+                    chainFrom: baseCheckpoint?.hash, batchSize: batchSize, progress: progress)
                 return scratch
             } catch {
                 scratch.remove()

@@ -52,9 +52,11 @@ extension Store {
     /// Throws `AsOfError` when the log is broken before `seq` or ends before it. `config`: as for
     /// `replayIntoScratch` (another thread than the writer's passes the settings it read at open).
     /// `base`: a copy of this store at or before `seq` to start from (`replayIntoScratch(base:)`): only the
-    /// events after its checkpoint are replayed.
-    public func replayed(at seq: UInt64, config: Config? = nil, base: Store? = nil) throws -> ScratchStore {
-        let scratch = try replayIntoScratch(upTo: seq, config: config, base: base)
+    /// events after its checkpoint are replayed. `progress`: the replay's seq, every 65,536.
+    public func replayed(
+        at seq: UInt64, config: Config? = nil, base: Store? = nil, progress: ((Int) -> Void)? = nil
+    ) throws -> ScratchStore {
+        let scratch = try replayIntoScratch(upTo: seq, config: config, base: base, progress: progress)
         if let problem = scratch.problem {
             scratch.remove()
             throw AsOfError(description: "cannot replay to seq \(seq): \(problem)")

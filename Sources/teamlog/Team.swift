@@ -24,8 +24,16 @@ struct Team: ParsableCommand {
 
 /// The store as of `seq`, replayed from the log into a scratch store (fails when the log is broken before
 /// it) — from `base`'s checkpoint on when given; the caller removes it.
-func replayed(_ store: Store, _ seq: UInt64, base: Store? = nil) throws -> ScratchStore {
-    do { return try store.replayed(at: seq, base: base) } catch let error as Store.AsOfError {
+func replayed(_ store: Store, _ seq: UInt64, base: Store.Copy? = nil) throws -> ScratchStore {
+    // On a terminal, the replay's position towards `seq` (from the copy's checkpoint when there is one).
+    let progress = Progress("replay", total: Int(seq), from: Int(base?.checkpointSeq ?? 0), unit: .count("events"))
+    defer { progress.clear() }
+    do {
+        let scratch = try store.replayed(
+            at: seq, base: base?.store, progress: progress.isOn ? { progress.update($0) } : nil)
+        progress.finish(at: Int(seq))
+        return scratch
+    } catch let error as Store.AsOfError {
         throw CLIError(error.description)
     }
 }

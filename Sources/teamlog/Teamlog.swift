@@ -90,7 +90,7 @@ struct QueryOptions: ParsableArguments {
         let store = try openForQuery(storeOptions.path)
         let baseCopy = try at.flatMap { seq in try base.map { try chooseBase($0, for: seq, of: storeOptions.path) } }
         defer { baseCopy?.store.close() }
-        let scratch = try at.map { try replayed(store, $0, base: baseCopy?.store) }
+        let scratch = try at.map { try replayed(store, $0, base: baseCopy) }
         defer { scratch?.remove() }
         guard let view = try query(scratch?.store ?? store) else {
             printErr("teamlog: \(missing)")

@@ -9,7 +9,8 @@ import Testing
     import Darwin
 #endif
 
-/// The progress line of `ingest`, `audit`, `repair` and `log` as a child process writes it to a pipe:
+/// The progress line of `ingest`, `audit`, `repair`, `log` and a query's `--at` replay as a child process
+/// writes it to a pipe:
 /// forced on with `TEAMLOG_PROGRESS=always` (every frame, `\r` + text + `ESC[K`, ending with the line
 /// erased), and absent — stderr not a terminal — without it.
 @Suite struct ProgressTests {
@@ -111,6 +112,16 @@ import Testing
         #expect(repair.first == "repair 0/\(Self.events) events (0%)")
         #expect(repair.last?.hasPrefix("repair \(Self.events)/\(Self.events) events (100%), ") == true, "\(repair)")
 
+        // A query --at SEQ: the replay's events towards SEQ; stdout is the answer alone.
+        let (atStatus, atOut, atErr) = try run(
+            ["team", "t1", "--json", "--at", "1500", "--store", store], environment: Self.always, in: dir)
+        #expect(atStatus == .exited(0))
+        #expect(atOut.count == 1 && atOut.first?.hasPrefix(#"{"team":"t1","#) == true, "\(atOut)")
+        let at = frames(atErr).frames
+        #expect(at.first == "replay 0/1500 events (0%)")
+        #expect(at.last?.hasPrefix("replay 1500/1500 events (100%), ") == true, "\(at)")
+        #expect(frames(atErr).rest.isEmpty)
+
         // log: a frame per event written (the interval is 0), by seq; stdout is the export alone.
         let (logStatus, logOut, logErr) = try run(["log", "--store", store], environment: Self.always, in: dir)
         #expect(logStatus == .exited(0))
@@ -195,7 +206,9 @@ import Testing
         #expect(status == .exited(0))
         #expect(stderr.hasPrefix("accepted \(Self.events), rejected 0, duplicates 0, "))
         #expect(stderr.split(separator: "\n").count == 1 && !stderr.contains("\r") && !stderr.contains("\u{1B}"))
-        for command in [["audit"], ["repair"], ["log"], ["log", "--from", "5", "--to", "9"], ["compact"]] {
+        for command in [
+            ["audit"], ["repair"], ["log"], ["log", "--from", "5", "--to", "9"], ["compact"], ["team", "t1", "--at", "1500"],
+        ] {
             let (status, out, stderr) = try run(command + ["--store", store], environment: [:], in: dir)
             #expect(status == .exited(0), "\(command)")
             #expect(!out.isEmpty)
