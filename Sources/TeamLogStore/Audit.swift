@@ -141,7 +141,8 @@ extension Store {
             throw StoreError(
                 code: .other,
                 message: "the base's checkpoint hash at seq \(base.seq) is not this log's record there: the base is "
-                    + "not a copy of this store, or this log was changed at or before that seq (a full `teamlog audit` names where)")
+                    + "not a copy of this store, or this log was changed at or before that seq (a full `teamlog audit` names where)"
+            )
         }
     }
 

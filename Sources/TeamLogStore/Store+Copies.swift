@@ -79,7 +79,8 @@ extension Store {
         options.readOnly = true
         let store: Store
         do { store = try Store(path: path, options: options, loadState: false) } catch let error as StoreError
-        where error.code == .notAStore {
+            where error.code == .notAStore
+        {
             return nil
         }
         do {

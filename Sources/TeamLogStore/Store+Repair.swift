@@ -123,7 +123,8 @@ extension Store {
         }
         do { try source.copy(to: next, durable: true) } catch {
             removeDirectoryTree(next)
-            throw StoreError(code: .lmdb, message: "cannot copy the rebuilt projections to \(next): \(error)", cause: error)
+            throw StoreError(
+                code: .lmdb, message: "cannot copy the rebuilt projections to \(next): \(error)", cause: error)
         }
         do { try Environment.exchangeDirectories(next, projPath, parent: env.path) } catch {
             removeDirectoryTree(next)

@@ -1,7 +1,7 @@
 import ArgumentParser
 import TeamLog
-import TeamLogStore
 import TeamLogRuntime
+import TeamLogStore
 
 /// `teamlog unread USER [--json]`.
 struct Unread: ParsableCommand {

@@ -67,7 +67,10 @@ struct Serve: AsyncParsableCommand {
             valueName: "DIR"))
     var atBase: String?
 
-    @Option(help: "Point-in-time replays (`?at=`) that may run at once (each holds ~0.8 GB at 5M events); one more is answered 503. 0: none.")
+    @Option(
+        help:
+            "Point-in-time replays (`?at=`) that may run at once (each holds ~0.8 GB at 5M events); one more is answered 503. 0: none."
+    )
     var atReplays: Int = ServerConfiguration().atReplays
 
     @OptionGroup var settings: SettingsOptions
@@ -89,7 +92,9 @@ struct Serve: AsyncParsableCommand {
         }
         if let atBase {
             // A copy or a directory (of copies to come, perhaps), or refused now rather than at the first `?at=`.
-            do { try Store.newestCopy(at: atBase, atOrBefore: .max, excluding: storeOptions.path).copy?.store.close() } catch {
+            do {
+                try Store.newestCopy(at: atBase, atOrBefore: .max, excluding: storeOptions.path).copy?.store.close()
+            } catch {
                 throw CLIError("--at-base \(atBase): \(error)")
             }
             config.atBase = atBase
@@ -219,7 +224,9 @@ struct PartitionService: Service {
         let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)")
         let worker = PartitionWorker(connection: connection, writer: writer, options: options)
         try worker.start()
-        printErr("teamlog: partition \(options.partition) of \(options.partitions) consuming \(TeamLogSubjects.ops(options.partition))")
+        printErr(
+            "teamlog: partition \(options.partition) of \(options.partitions) consuming \(TeamLogSubjects.ops(options.partition))"
+        )
         while !Task.isShuttingDownGracefully && !Task.isCancelled && worker.failure == nil {
             try? await Task.sleep(for: .milliseconds(50))
         }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import TeamLog
-import TeamLogStore
 import TeamLogRuntime
+import TeamLogStore
 
 /// `teamlog team TEAM [--json]`.
 struct Team: ParsableCommand {
@@ -44,9 +44,11 @@ func replayed(_ store: Store, _ seq: UInt64, base: Store.Copy? = nil) throws -> 
 func chooseBase(_ path: String, for seq: UInt64, of store: String) throws -> Store.Copy {
     let found: (copy: Store.Copy?, seqs: [UInt64])
     do { found = try Store.newestCopy(at: path, atOrBefore: seq, excluding: store) } catch let error as StoreError
-    where error.code == .notAStore {
+        where error.code == .notAStore
+    {
         throw CLIError(
-            "the base \(path) is neither a teamlog store nor a directory of them: give a copy made by `teamlog backup --to DIR`")
+            "the base \(path) is neither a teamlog store nor a directory of them: give a copy made by `teamlog backup --to DIR`"
+        )
     } catch {
         throw cannotOpen(path, error)
     }
@@ -71,7 +73,8 @@ func openBase(_ path: String, of store: String) throws -> Store {
     var options = Store.Options()
     options.readOnly = true
     do { return try Store(path: path, options: options, loadState: false) } catch let error as StoreError
-    where error.code == .notAStore {
+        where error.code == .notAStore
+    {
         // Not the store's "`ingest` creates one": a base is a copy, never made empty.
         throw CLIError("the base \(path) is not a teamlog store: give a copy made by `teamlog backup --to DIR`")
     } catch {

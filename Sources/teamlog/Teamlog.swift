@@ -1,7 +1,7 @@
 import ArgumentParser
 import TeamLog
-import TeamLogStore
 import TeamLogRuntime
+import TeamLogStore
 import TeamLogThreads
 
 /// The `teamlog` command: parsing and printing only; the work is in `TeamLogStore` and `TeamLog`.
@@ -12,7 +12,8 @@ struct Teamlog: AsyncParsableCommand {
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
         subcommands: [
             Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self,
-            Repair.self, Info.self, Status.self, Backup.self, Compact.self, Demo.self, Serve.self, Route.self, DebugHoldReader.self,
+            Repair.self, Info.self, Status.self, Backup.self, Compact.self, Demo.self, Serve.self, Route.self,
+            DebugHoldReader.self,
         ]
     )
 }
@@ -21,7 +22,8 @@ struct Teamlog: AsyncParsableCommand {
 /// beside queries), as the
 /// writer's own checkpoints do: they get a core only when the writer's threads leave one.
 struct BackgroundPriority: ParsableArguments {
-    @Option(help: "Scheduling priority (nice, 0-19; 0 keeps the caller's): runs beside a live writer as background work.")
+    @Option(
+        help: "Scheduling priority (nice, 0-19; 0 keeps the caller's): runs beside a live writer as background work.")
     var nice: Int32 = 10
 
     /// Lowers this thread's priority, which the threads it starts inherit: call before starting any.

@@ -2,11 +2,12 @@ import AsyncHTTPClient
 import Hummingbird
 import LMDB
 import TeamLog
-@testable import TeamLogHTTP
 import TeamLogRuntime
 import TeamLogStore
 import TestSupport
 import Testing
+
+@testable import TeamLogHTTP
 
 #if canImport(Glibc)
     import Glibc
@@ -114,7 +115,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
     /// batch size (committed in several transactions before it is answered). The writer collects these as
     /// values through `Processor.observer`; a record missing, extra or out of order fails here.
     @Test(arguments: [10_000, 4]) func everyEmitAnswersTheCLIRecords(batchSize: Int) async throws {
-        let send1 = #"{"op":"message.send","actor":"bob","ts":9000,"opId":"x1","to":{"type":"team","id":"ops"},"messageId":"mx1","content":{"type":"text","text":"hi"}}"#
+        let send1 =
+            #"{"op":"message.send","actor":"bob","ts":9000,"opId":"x1","to":{"type":"team","id":"ops"},"messageId":"mx1","content":{"type":"text","text":"hi"}}"#
         let kick = #"{"op":"team.kick","actor":"carol","ts":9001,"opId":"x2","team":"ops","targets":["dave"]}"#
         let lines = exampleLines + [send1, "{not json", kick, send1, kick]
         let (cliText, _) = try cliRun(lines)
@@ -187,7 +189,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
         // A checkpoint starts at a commit once `checkpointMs` have passed: seq 13's, then nothing lags.
         try await Task.sleep(for: .milliseconds(20))
-        _ = try await send("POST", server.base + "/v1/ops", body: op("client.login", "zed", ["device": "d", "ts": 1_500]))
+        _ = try await send(
+            "POST", server.base + "/v1/ops", body: op("client.login", "zed", ["device": "d", "ts": 1_500]))
         let deadline = ContinuousClock.now + .seconds(20)
         while try await send("GET", server.base + "/v1/status").json["checkpointSeq"]?.intValue != 13 {
             try #require(ContinuousClock.now < deadline, "the writer checkpoints seq 13 within 20 s")
@@ -233,7 +236,8 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         let busy = try await send("GET", server.base + "/v1/teams/ops?at=1")
         #expect(busy.status == 503 && busy.header("Retry-After") == "5")
         #expect(busy.json["error"]?["code"] == .string("atBusy"), "\(busy.body)")
-        #expect(try await send("GET", server.base + "/v1/teams/ops").status == 200, "queries of the head are not limited")
+        #expect(
+            try await send("GET", server.base + "/v1/teams/ops").status == 200, "queries of the head are not limited")
         let metrics = try await send("GET", server.base + "/metrics")
         #expect(metrics.body.contains("teamlog_at_replays_running 1"), "\(metrics.body)")
         server.server.atReplays.give()

@@ -170,7 +170,9 @@ import Testing
         let sorted = seqs.sorted()  // in the names' order: copy-1000 before copy-400
         try #require(sorted.count == 2 && sorted[0] < sorted[1] && sorted[0] > 1 && seqs != sorted, "\(seqs)")
         let (early, late) = (sorted[0], sorted[1])
-        for (seq, expected) in [(early, "copy-400"), (late - 1, "copy-400"), (late, "copy-1000"), (late + 9, "copy-1000")] {
+        for (seq, expected) in [
+            (early, "copy-400"), (late - 1, "copy-400"), (late, "copy-1000"), (late + 9, "copy-1000"),
+        ] {
             let copy = try #require(try Store.newestCopy(at: backups, atOrBefore: seq).copy)
             defer { copy.store.close() }
             #expect(copy.path == "\(backups)/\(expected)" && copy.checkpointSeq <= seq, "at \(seq)")

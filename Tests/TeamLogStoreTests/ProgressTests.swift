@@ -207,7 +207,8 @@ import Testing
         #expect(stderr.hasPrefix("accepted \(Self.events), rejected 0, duplicates 0, "))
         #expect(stderr.split(separator: "\n").count == 1 && !stderr.contains("\r") && !stderr.contains("\u{1B}"))
         for command in [
-            ["audit"], ["repair"], ["log"], ["log", "--from", "5", "--to", "9"], ["compact"], ["team", "t1", "--at", "1500"],
+            ["audit"], ["repair"], ["log"], ["log", "--from", "5", "--to", "9"], ["compact"],
+            ["team", "t1", "--at", "1500"],
         ] {
             let (status, out, stderr) = try run(command + ["--store", store], environment: [:], in: dir)
             #expect(status == .exited(0), "\(command)")

@@ -50,7 +50,8 @@ import Testing
         let seq = try CompactTests.contents(path).2.headSeq - 500
         try TamperTests.breakRecord(cleanPath, seq: seq)
         try TamperTests.breakRecord(path, seq: seq)
-        let cleanRun = try ChildProcess.run(TestSupport.teamlogExecutable, ["repair", "--store", cleanPath], timeout: 120)
+        let cleanRun = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["repair", "--store", cleanPath], timeout: 120)
         #expect(cleanRun.status == .exited(0))
         let (expected, expectedHash, _) = try CompactTests.contents(cleanPath)
 
@@ -59,7 +60,8 @@ import Testing
             thenWithin: 5_000
         ) { _ in }
         let run = try ChildProcess.run(
-            TestSupport.teamlogExecutable, ["repair", "--store", path], stderr: killed.child("repair.err"), timeout: 120)
+            TestSupport.teamlogExecutable, ["repair", "--store", path], stderr: killed.child("repair.err"), timeout: 120
+        )
         #expect(run.status == .exited(0), "\(readTextFile(killed.child("repair.err")))")
         #expect(access(path + "/proj.repaired", F_OK) != 0)
         let (tables, hash, status) = try CompactTests.contents(path)
