@@ -471,7 +471,6 @@ func percentDecoded(_ text: String) -> String {
     return String(decoding: out, as: UTF8.self)
 }
 
-/// The bound port, set once by `onServerRunning` (or `nil` when the server ended without binding).
 /// A count of slots, taken without waiting (`take` says whether one was free) and given back.
 final class Slots: @unchecked Sendable {
     private let monitor = Monitor()
@@ -494,6 +493,7 @@ final class Slots: @unchecked Sendable {
     var inUse: Int { monitor.locked { taken } }
 }
 
+/// The bound port, set once by `onServerRunning` (or `nil` when the server ended without binding).
 final class BoundPort: @unchecked Sendable {
     private let monitor = Monitor()
     private var isSet = false
