@@ -158,14 +158,7 @@ public final class Environment: @unchecked Sendable {
         #if os(Linux)
             pthread_rwlock_rdlock(resizeLock)
             defer { pthread_rwlock_unlock(resizeLock) }
-            // LMDB does not say where it mapped the file (`me_mapaddr` is only set for a fixed map): take a
-            // pointer into the map (the main database's first key, in a read transaction) and the mapping
-            // that holds it from /proc/self/maps.
-            var txn: OpaquePointer?
-            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return }
-            defer { mdb_txn_abort(txn) }
-            guard let (base, length) = Self.map(seenBy: txn) else { return }
-            _ = madvise(base, length, MADV_DONTNEED)
+            _ = adviseMap(MADV_DONTNEED)
         #endif
     }
 
@@ -208,15 +201,25 @@ public final class Environment: @unchecked Sendable {
     /// Call with both locks held.
     private func advise(readAhead on: Bool) -> Bool {
         #if os(Linux)
-            var txn: OpaquePointer?
-            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return false }
-            defer { mdb_txn_abort(txn) }
-            guard let (base, length) = Self.map(seenBy: txn) else { return false }
-            return madvise(base, length, on ? MADV_NORMAL : MADV_RANDOM) == 0
+            return adviseMap(on ? MADV_NORMAL : MADV_RANDOM)
         #else
             return true
         #endif
     }
+
+    #if os(Linux)
+        /// `madvise(advice)` of the whole map; whether it was given (not when the map cannot be found: no
+        /// key in the main database yet). LMDB does not say where it mapped the file (`me_mapaddr` is only
+        /// set for a fixed map): a pointer into the map (the main database's first key, in a read
+        /// transaction) and the mapping that holds it from /proc/self/maps. Call with the resize lock held.
+        private func adviseMap(_ advice: Int32) -> Bool {
+            var txn: OpaquePointer?
+            guard mdb_txn_begin(env, nil, UInt32(MDB_RDONLY), &txn) == 0, let txn else { return false }
+            defer { mdb_txn_abort(txn) }
+            guard let (base, length) = Self.map(seenBy: txn) else { return false }
+            return madvise(base, length, advice) == 0
+        }
+    #endif
 
     #if canImport(Glibc)
         /// The address and length of the memory map `txn` reads, found through a clean page of it: the main

@@ -67,9 +67,7 @@ extension Store {
                 throw StoreError.system("cannot create \(projPath)", call: "mkdir", path: projPath)
             }
             try copyEnvironments(to: path, projPath: projPath, progress: progress)
-            var options = Options()
-            options.readOnly = true
-            let copy = try Store(path: path, options: options, loadState: false)
+            let copy = try Store.reader(at: path)
             defer { copy.close() }
             let status = try copy.status()
             return BackupReport(

@@ -51,9 +51,7 @@ extension Store {
     /// A `path` through a symbolic link is resolved first: the copy is made beside the real directory (on
     /// its file system), and the link keeps pointing at the store.
     public static func compact(path given: String, progress: ((Int) -> Void)? = nil) throws -> CompactReport {
-        var options = Options()
-        options.readOnly = true
-        let source = try Store(path: given, options: options, loadState: false)
+        let source = try Store.reader(at: given)
         var sourceOpen = true
         defer { if sourceOpen { source.close() } }
         guard let resolved = realpath(given, nil) else {

@@ -75,17 +75,14 @@ extension Store {
 
     /// The store at `path` opened read-only with its checkpoint seq; `nil` when there is none there.
     private static func openCopy(_ path: String) throws -> Copy? {
-        var options = Options()
-        options.readOnly = true
         let store: Store
-        do { store = try Store(path: path, options: options, loadState: false) } catch let error as StoreError
+        do { store = try Store.reader(at: path) } catch let error as StoreError
             where error.code == .notAStore
         {
             return nil
         }
         do {
-            let seq = try store.projectionEnv.read { try store.pdbs.readCheckpoint($0) }.seq
-            return Copy(store: store, path: path, checkpointSeq: seq)
+            return Copy(store: store, path: path, checkpointSeq: try store.readStoredProjections { $1 })
         } catch {
             store.close()
             throw error

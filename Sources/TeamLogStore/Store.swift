@@ -365,6 +365,13 @@ public final class Store {
         set { world.wantsDeliveries = newValue }
     }
 
+    /// A reader of the store at `path`: read-only, nothing of its state loaded (queries, copies, status).
+    public static func reader(at path: String) throws -> Store {
+        var options = Options()
+        options.readOnly = true
+        return try Store(path: path, options: options, loadState: false)
+    }
+
     /// Why the store refuses to write, if it does (a broken chain found at open, a failed commit, closed,
     /// repaired).
     public var refusal: StoreError? { failed }
@@ -383,7 +390,7 @@ public final class Store {
             try? checkpointNow()
         }
         finishCheckpoint()
-        failed = failed ?? StoreError(code: .closed, message: "store \(env.path) was closed", path: env.path)
+        refuse(StoreError(code: .closed, message: "store \(env.path) was closed", path: env.path))
         lookup = nil
         writerLock?.release()
         writerLock = nil

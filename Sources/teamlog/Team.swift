@@ -70,9 +70,7 @@ func openBase(_ path: String, of store: String) throws -> Store {
     if Store.sameDirectory(path, store) {
         throw CLIError("the base \(path) is the store itself: give a copy made by `teamlog backup --to DIR`")
     }
-    var options = Store.Options()
-    options.readOnly = true
-    do { return try Store(path: path, options: options, loadState: false) } catch let error as StoreError
+    do { return try Store.reader(at: path) } catch let error as StoreError
         where error.code == .notAStore
     {
         // Not the store's "`ingest` creates one": a base is a copy, never made empty.
@@ -84,10 +82,8 @@ func openBase(_ path: String, of store: String) throws -> Store {
 
 /// Opens an existing store for reading.
 func openForQuery(_ path: String) throws -> Store {
-    var options = Store.Options()
-    options.readOnly = true
     do {
-        return try Store(path: path, options: options, loadState: false)
+        return try Store.reader(at: path)
     } catch {
         throw cannotOpen(path, error)
     }

@@ -536,9 +536,7 @@ func parseFile(_ path: String) throws {
 /// faster on one core. The whole history stays in memory (a bench, not a command: several GB at 5M events).
 /// Prints one line `apply-ceiling: N events, S s of apply, R events/s`. `--scale` runs it after its audit.
 func applyCeiling(_ path: String) throws {
-    var storeOptions = Store.Options()
-    storeOptions.readOnly = true
-    let store = try Store(path: path, options: storeOptions)
+    let store = try Store.reader(at: path)
     defer { store.close() }
     var bare = BareReplay(config: store.world.config)
     var chunk: [Event] = []
