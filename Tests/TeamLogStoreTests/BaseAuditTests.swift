@@ -75,11 +75,7 @@ import Testing
         return (store, base, try base.storedCheckpointSeq())
     }
 
-    static func reader(_ path: String) throws -> Store {
-        var options = Store.Options()
-        options.readOnly = true
-        return try Store(path: path, options: options, loadState: false)
-    }
+    static func reader(_ path: String) throws -> Store { try Store.reader(at: path) }
 
     /// `audit(base:)` of the store at `path` from the copy at `copyPath`, both opened as readers.
     static func auditFromCopy(_ path: String, _ copyPath: String) throws -> AuditReport {

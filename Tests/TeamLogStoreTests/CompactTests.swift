@@ -55,9 +55,7 @@ import Testing
         }
     }
 
-    static func reader(_ path: String) throws -> Store {
-        try Store(path: path, options: BackupTests.readOnly, loadState: false)
-    }
+    static func reader(_ path: String) throws -> Store { try Store.reader(at: path) }
 
     /// The store's tables, head hash and status, read by a reader.
     static func contents(_ path: String) throws -> (CrashSafetyTests.Tables, [UInt8], StoreStatus) {
