@@ -346,7 +346,7 @@ public final class Environment: @unchecked Sendable {
                 isOpen = false
                 guard close(fd) == 0 else { throw systemError("close \(target)") }
                 guard rename(target, path + "/data.mdb") == 0 else { throw systemError("rename \(target)") }
-                try syncDirectory(path)
+                try syncDirectoryEntries(path)
                 return
             } catch let error as LMDBError where error.code == .mapResized && attempt < 4 {
                 unlink(target)
@@ -577,12 +577,15 @@ extension Environment {
             #endif
             throw systemError("exchange \(a) and \(b)")
         }
-        try syncDirectory(parent)
+        try syncDirectoryEntries(parent)
     }
+
+    /// Syncs a directory's entries (names created, renamed or removed in it).
+    public static func syncDirectory(_ path: String) throws { try syncDirectoryEntries(path) }
 }
 
 /// Syncs a directory's entries (`fsync`: `fdatasync` on a directory is not allowed everywhere).
-private func syncDirectory(_ path: String) throws {
+private func syncDirectoryEntries(_ path: String) throws {
     let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard fd >= 0 else { throw systemError("open \(path)") }
     defer { close(fd) }

@@ -36,6 +36,8 @@ public struct AuditReport: Sendable {
     public var replayedEvents: Int { events - Int(baseSeq ?? 0) }
     /// What the replay's working set did (evictions, lookups of evicted units).
     public var replay = WorkingSetStats()
+    /// With `audit(base:keepingVerifiedCopyIn:)`, a clean audit: the verified copy its replay left.
+    public var verifiedCopy: String?
     /// The hash chain's first problem, if any.
     public var chainProblem: Store.ChainProblem?
     /// A checkpoint that disagrees with the log.
@@ -72,8 +74,20 @@ extension Store {
         try audit(progress: progress, limits: ReplayLimits(), base: base)
     }
 
+    /// Audits as `audit(progress:)` — or from `base` as `audit(base:progress:)` when given — and, when the
+    /// audit is clean, keeps its replayed projections in `directory` as a verified copy at the checkpoint
+    /// audited (`keepVerifiedCopy`; `AuditReport.verifiedCopy`): the base of the next audit
+    /// (`newestCopy(at:atOrBefore:excluding:verifiedOnly:)`), which then replays only the log after it.
+    public func audit(base: Store?, keepingVerifiedCopyIn directory: String, progress: ((Int) -> Void)? = nil)
+        throws -> AuditReport
+    {
+        try audit(progress: progress, limits: ReplayLimits(), base: base, keep: directory)
+    }
+
     /// `audit` with the replay's checkpoint interval and budget given (tests make them small).
-    func audit(progress: ((Int) -> Void)? = nil, limits: ReplayLimits, base: Store? = nil) throws -> AuditReport {
+    func audit(progress: ((Int) -> Void)? = nil, limits: ReplayLimits, base: Store? = nil, keep: String? = nil)
+        throws -> AuditReport
+    {
         // The writer's own store audits its committed state; and no checkpoint of this process may grow
         // the projections' map while they are read.
         if writerLock != nil && refusal == nil { try checkpointNow() }
@@ -109,6 +123,7 @@ extension Store {
                             Self.checkpointProblem(meta, records: tail.last, lastHash: tail.hash)?.message
                     }
                 }
+                if report.ok, let keep { report.verifiedCopy = try keepVerifiedCopy(scratch, report: report, in: keep) }
                 return report
             }
         }

@@ -25,13 +25,17 @@ extension Store {
     /// `excluding`: the store the copy is for, which is never opened as one of its copies (an LMDB
     /// environment must not be open twice in one process — least of all a live writer's): `path` naming
     /// it throws, a directory holding it passes it over.
-    public static func newestCopy(at path: String, atOrBefore seq: UInt64, excluding store: String? = nil) throws
-        -> (copy: Copy?, seqs: [UInt64])
-    {
+    ///
+    /// `verifiedOnly`: only verified copies (`teamlog audit --verified`, `keepVerifiedCopy`) are taken, and
+    /// a `path` that does not exist yet holds none (the first clean audit creates it).
+    public static func newestCopy(
+        at path: String, atOrBefore seq: UInt64, excluding store: String? = nil, verifiedOnly: Bool = false
+    ) throws -> (copy: Copy?, seqs: [UInt64]) {
         let excluded = store.flatMap(directoryIdentity)
         if let excluded, directoryIdentity(path) == excluded {
             throw StoreError(code: .other, message: "\(path) is the store itself, not a copy of it", path: path)
         }
+        if verifiedOnly && access(path, F_OK) != 0 && errno == ENOENT { return (nil, []) }
         var best: Copy?
         var seqs: [UInt64] = []
         func consider(_ copy: Copy) {
@@ -43,7 +47,7 @@ extension Store {
                 copy.store.close()
             }
         }
-        if let copy = try openCopy(path) {
+        if !verifiedOnly || isVerifiedCopy(path), let copy = try openCopy(path) {
             consider(copy)
             return (best, seqs)
         }
@@ -54,6 +58,7 @@ extension Store {
         for name in names.sorted() {
             let entry = path + "/" + name
             if let excluded, directoryIdentity(entry) == excluded { continue }
+            if verifiedOnly && !isVerifiedCopy(entry) { continue }
             if let copy = try openCopy(entry) { consider(copy) }
         }
         return (best, seqs)

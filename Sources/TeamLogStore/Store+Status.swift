@@ -18,8 +18,9 @@ public struct StoreStatus: Sendable {
     /// The projections' checkpoint: queries from other processes answer as of this seq.
     public var checkpointSeq: UInt64
     public var checkpointTs: Int64
-    /// Committed ops not yet in the projections (`headSeq - checkpointSeq`).
-    public var lag: UInt64 { headSeq - checkpointSeq }
+    /// Committed ops not yet in the projections (`headSeq - checkpointSeq`; 0 for a verified copy, whose
+    /// log holds no events).
+    public var lag: UInt64 { headSeq > checkpointSeq ? headSeq - checkpointSeq : 0 }
     public var tables: [Table]
     /// Each environment's map size and bytes in use.
     public var logMapSize: Int

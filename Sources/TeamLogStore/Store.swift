@@ -213,6 +213,13 @@ public final class Store {
         envOptions.readOnly = options.readOnly
         try options.requestedConfig.validate()
         if !options.readOnly {
+            if Self.isVerifiedCopy(path) {
+                throw StoreError(
+                    code: .other,
+                    message: "\(path) is a verified copy of a store's projections (`teamlog audit --verified`), "
+                        + "with no log: a base for `audit`, `--at` and `serve --at-base`, not a store to write",
+                    path: path)
+            }
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
                 throw StoreError.system("cannot create store directory \(path)", call: "mkdir", path: path)
             }

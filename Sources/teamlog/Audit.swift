@@ -17,6 +17,19 @@ struct Audit: ParsableCommand {
             valueName: "DIR"))
     var base: String?
 
+    @Option(
+        help: ArgumentHelp(
+            "A directory of verified copies: start from the newest one at or before the store's checkpoint (unless --base is given), and keep a clean audit's replayed projections there as the next one.",
+            valueName: "DIR"))
+    var verified: String?
+
+    @Option(help: "Verified copies kept in --verified DIR, the newest (at least 1).")
+    var keepVerified: Int = 2
+
+    func validate() throws {
+        if keepVerified < 1 { throw ValidationError("--keep-verified must be at least 1") }
+    }
+
     func run() throws {
         priority.lowerThisThread()  // before the replay's, the comparison's and the scratch store's threads
         // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
@@ -26,14 +39,29 @@ struct Audit: ParsableCommand {
         // A head that cannot be read is the audit's to report: the progress goes without a total.
         let progress = Progress("audit", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
         defer { progress.clear() }
-        let baseStore = try base.map { try openBase($0, of: storeOptions.path) }
+        var baseStore = try base.map { try openBase($0, of: storeOptions.path) }
+        var basePath = base
+        if baseStore == nil, let verified {
+            // The newest copy a clean audit of this store left, at or before the checkpoint to audit.
+            let checkpointSeq = try store.readStoredProjections { $1 }
+            do {
+                let found = try Store.newestCopy(
+                    at: verified, atOrBefore: checkpointSeq, excluding: storeOptions.path, verifiedOnly: true)
+                (baseStore, basePath) = (found.copy?.store, found.copy?.path)
+            } catch { throw CLIError("cannot use --verified \(verified): \(error)") }
+        }
         defer { baseStore?.close() }
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
-        let report = try baseStore.map { try store.audit(base: $0, progress: update) } ?? store.audit(progress: update)
+        let report: AuditReport
+        if let verified {
+            report = try store.audit(base: baseStore, keepingVerifiedCopyIn: verified, progress: update)
+        } else {
+            report = try baseStore.map { try store.audit(base: $0, progress: update) } ?? store.audit(progress: update)
+        }
         // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
         progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)
-        if let baseSeq = report.baseSeq, let base {
+        if let baseSeq = report.baseSeq, let base = basePath {
             // The rate is the replay's, which the base shortened: not comparable with a full audit's.
             try printOut("log: \(report.events) events, checkpoint seq \(report.seq), chain checked from seq 1")
             try printOut(
@@ -53,6 +81,13 @@ struct Audit: ParsableCommand {
         for t in report.tables {
             let status = t.difference.map { "DIFFERS: \($0)" } ?? "OK"
             try printOut("\(t.table.padding(14))\(String(t.records).padding(10))\(t.digest)  \(status)")
+        }
+        if let copy = report.verifiedCopy, let verified {
+            baseStore?.close()  // before the older copies go, the one it was may be among them
+            baseStore = nil
+            let removed = Store.pruneVerifiedCopies(in: verified, keep: keepVerified)
+            try printOut(
+                "verified: \(copy) kept" + (removed.isEmpty ? "" : "; removed \(removed.joined(separator: ", "))"))
         }
         try printOut(report.ok ? "audit OK" : "audit FAILED")
         if !report.ok { throw ExitCode(1) }

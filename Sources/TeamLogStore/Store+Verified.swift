@@ -1,0 +1,143 @@
+import LMDB
+public import TeamLog
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Verified copies (`teamlog audit --verified DIR`): the projections a clean audit replayed, kept in a
+/// directory as the base of the next audit, so that a daily audit replays only the day's events and still
+/// vouches for the whole history.
+///
+/// A full audit replays the log from seq 1 into a scratch store and finds its tables equal to the stored
+/// ones. The scratch store then *is* a copy of the store's projections at their checkpoint — made by the
+/// replay, not copied from the store — and `audit(base:)` from it proves the next checkpoint's tables equal
+/// it advanced by the log's events since. Each copy in the chain was made by a replay from the one before
+/// (or from seq 1), each audit checks the hash chain from seq 1, so the newest copy vouches for the whole
+/// history as a full audit does; an operator's backups (`--base`) vouch for it only as far as the
+/// operator audited them.
+///
+/// A verified copy is a directory `verified-<checkpoint seq, 20 digits>` holding the replay's projection
+/// environment (compacted and synced, its checkpoint carrying the audited log's seq, time and hash), a log
+/// environment that holds no events (the settings only), and a `VERIFIED` file describing the audit that
+/// made it (JSON). It is written under a temporary name and renamed into place when whole. Readers open it
+/// like a backup — as the base of `audit`, `--at SEQ --base`, `serve --at-base` — but a writer refuses it:
+/// it has no log to append to.
+extension Store {
+    /// The file that marks a directory as a verified copy.
+    public static let verifiedMarker = "VERIFIED"
+
+    /// The name of the verified copy at checkpoint `seq`: sorts by seq.
+    static func verifiedCopyName(_ seq: UInt64) -> String {
+        let digits = String(seq)
+        return "verified-" + String(repeating: "0", count: max(0, 20 - digits.count)) + digits
+    }
+
+    /// Whether the directory `path` is a verified copy (holds the marker).
+    public static func isVerifiedCopy(_ path: String) -> Bool {
+        access(path + "/" + verifiedMarker, F_OK) == 0
+    }
+
+    /// Keeps the scratch store of a clean audit as the verified copy at `report.seq` in `directory`
+    /// (created when missing), unless one is there already. Returns its path.
+    func keepVerifiedCopy(_ scratch: ScratchStore, report: AuditReport, in directory: String) throws -> String {
+        precondition(report.ok, "only a clean audit's replay is kept")
+        if mkdir(directory, 0o755) != 0 && errno != EEXIST {
+            throw StoreError.system("cannot create \(directory)", call: "mkdir", path: directory)
+        }
+        let final = directory + "/" + Self.verifiedCopyName(report.seq)
+        if Self.isVerifiedCopy(final) { return final }
+        let replayed = scratch.store
+        // A projections-only scratch store's checkpoints carry its own (empty) log's hash: the copy's
+        // carries the audited log's at the checkpoint, which `checkBaseHash` asks of a base.
+        let position = Checkpoint(seq: report.seq, ts: replayed.checkpoint.ts, hash: scratch.lastHash)
+        try replayed.projectionEnv.write { txn in try replayed.pdbs.writeCheckpoint(txn, position) }
+        let partial = directory + "/.partial-" + Self.verifiedCopyName(report.seq)
+        removeDirectoryTree(partial)  // what a killed audit left
+        let projPath = partial + "/" + ProjectionDatabases.directory
+        do {
+            guard mkdir(partial, 0o755) == 0, mkdir(projPath, 0o755) == 0 else {
+                throw StoreError.system("cannot create \(projPath)", call: "mkdir", path: projPath)
+            }
+            do {
+                try replayed.projectionEnv.copy(to: projPath, durable: true)
+                try replayed.env.copy(to: partial, durable: true)
+            } catch let error as LMDBError {
+                throw StoreError(
+                    code: .lmdb, message: "cannot copy the verified projections to \(partial): \(error)", cause: error)
+            }
+            try writeDurably(
+                partial + "/" + Self.verifiedMarker, verifiedDescription(report, hash: scratch.lastHash) + "\n")
+            try Environment.syncDirectory(partial)
+            guard rename(partial, final) == 0 else {
+                throw StoreError.system("cannot rename \(partial) to \(final)", call: "rename", path: final)
+            }
+            try Environment.syncDirectory(directory)
+        } catch {
+            removeDirectoryTree(partial)
+            throw error
+        }
+        return final
+    }
+
+    /// The `VERIFIED` file's JSON: what was audited and how.
+    private func verifiedDescription(_ report: AuditReport, hash: [UInt8]) -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)  // when the copy was made: not part of any projection
+        return JSONValue.object([
+            ("checkpointSeq", .int(Int64(report.seq))),
+            ("checkpointHash", .string(HashChain.hex(hash))),
+            ("events", .int(Int64(report.events))),
+            ("baseSeq", report.baseSeq.map { .int(Int64($0)) } ?? .null),
+            ("replayedEvents", .int(Int64(report.replayedEvents))),
+            ("auditedStore", .string(env.path)),
+            ("madeAtMs", .int(Int64(now.tv_sec) * 1_000 + Int64(now.tv_nsec) / 1_000_000)),
+            (
+                "tables",
+                .array(
+                    report.tables.map {
+                        .object([
+                            ("table", .string($0.table)), ("records", .int(Int64($0.records))),
+                            ("digest", .string($0.digest)),
+                        ])
+                    })
+            ),
+        ]).jsonString
+    }
+
+    /// Removes the verified copies in `directory` but the `keep` newest (by checkpoint seq, at least one),
+    /// and what killed audits left half-written; returns the paths removed. Other entries are left alone.
+    @discardableResult
+    public static func pruneVerifiedCopies(in directory: String, keep: Int) -> [String] {
+        let names = (directoryEntries(directory) ?? []).sorted()
+        var removed: [String] = []
+        for name in names where name.hasPrefix(".partial-verified-") {
+            removeDirectoryTree(directory + "/" + name)
+            removed.append(directory + "/" + name)
+        }
+        let copies = names.filter { $0.hasPrefix("verified-") && isVerifiedCopy(directory + "/" + $0) }
+        for name in copies.dropLast(max(1, keep)) {
+            removeDirectoryTree(directory + "/" + name)
+            removed.append(directory + "/" + name)
+        }
+        return removed
+    }
+}
+
+/// Writes `text` to a new file at `path` and syncs it.
+private func writeDurably(_ path: String, _ text: String) throws {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw StoreError.system("cannot create \(path)", call: "open", path: path) }
+    defer { close(fd) }
+    let bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { throw StoreError.system("cannot write \(path)", call: "write", path: path) }
+        offset += n
+    }
+    guard fsync(fd) == 0 else { throw StoreError.system("cannot sync \(path)", call: "fsync", path: path) }
+}

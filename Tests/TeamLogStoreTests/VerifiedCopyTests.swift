@@ -1,0 +1,190 @@
+import LMDB
+import TeamLog
+import TeamLogRuntime
+import TestSupport
+import Testing
+
+@testable import TeamLogStore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Verified copies (`audit(base:keepingVerifiedCopyIn:)`, `teamlog audit --verified DIR`): a clean audit
+/// keeps its replayed projections as a copy at the audited checkpoint, which the next audit starts from
+/// and replaces; a failed audit keeps nothing; a copy is a base for readers and refused by writers.
+@Suite struct VerifiedCopyTests {
+    static let lines = BaseAuditTests.lines
+
+    /// Feeds `lines[range]` to the store at `path` (created when missing) and checkpoints it.
+    static func feed(_ path: String, _ range: Range<Int>) throws {
+        let store = try Store(path: path, options: .checkpointing(every: 300))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        for n in range { try processor.process(.text(number: n + 1, bytes: Array(lines[n].utf8))) }
+        try processor.commit()
+        try store.checkpointNow()
+        store.close()
+    }
+
+    /// Every stored projection record of the store or copy at `path`.
+    static func tables(_ path: String) throws -> [ProjectionTable: [([UInt8], [UInt8])]] {
+        let store = try Store.reader(at: path)
+        defer { store.close() }
+        return try store.readStoredProjections { txn, _ in try store.storedProjections(in: txn) }
+    }
+
+    static func same(_ a: [ProjectionTable: [([UInt8], [UInt8])]], _ b: [ProjectionTable: [([UInt8], [UInt8])]])
+        -> Bool
+    {
+        ProjectionTable.allCases.allSatisfy { table in
+            let (x, y) = (a[table] ?? [], b[table] ?? [])
+            return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        }
+    }
+
+    /// The verified copy to start an audit of the store at `path` from, opened (`nil`: none).
+    static func newestVerified(_ directory: String, for path: String) throws -> Store.Copy? {
+        let store = try Store.reader(at: path)
+        let seq = try store.storedCheckpointSeq()
+        store.close()
+        return try Store.newestCopy(at: directory, atOrBefore: seq, excluding: path, verifiedOnly: true).copy
+    }
+
+    @Test func aCleanAuditKeepsItsReplayAndTheNextAuditStartsFromIt() throws {
+        let directory = TemporaryDirectory("verified")
+        let path = directory.child("store")
+        let verified = directory.child("verified")
+        try Self.feed(path, 0..<800)
+
+        // No copy yet: a full audit, whose replay is kept.
+        #expect(try Self.newestVerified(verified, for: path) == nil)
+        let first = try BaseAuditTests.reader(path)
+        let full = try first.audit(base: nil, keepingVerifiedCopyIn: verified)
+        first.close()
+        #expect(full.ok && full.baseSeq == nil, "\(full)")
+        let firstCopy = try #require(full.verifiedCopy)
+        #expect(Store.isVerifiedCopy(firstCopy))
+        #expect(
+            firstCopy.hasSuffix(
+                "/verified-" + String(repeating: "0", count: 20 - String(full.seq).count) + "\(full.seq)"))
+        #expect(Self.same(try Self.tables(firstCopy), try Self.tables(path)), "the replay's tables are the store's")
+        let marker = readTextFile(firstCopy + "/" + Store.verifiedMarker)
+        #expect(marker.contains("\"checkpointSeq\":\(full.seq)") && marker.contains("\"baseSeq\":null"), "\(marker)")
+
+        // More of the log; the next audit starts from the copy and replays only what came after it.
+        try Self.feed(path, 800..<Self.lines.count)
+        let copy = try #require(try Self.newestVerified(verified, for: path))
+        #expect(copy.path == firstCopy && copy.checkpointSeq == full.seq)
+        let store = try BaseAuditTests.reader(path)
+        let next = try store.audit(base: copy.store, keepingVerifiedCopyIn: verified)
+        copy.store.close()
+        let whole = try store.audit()
+        store.close()
+        #expect(next.ok, "\(next)")
+        #expect(next.baseSeq == full.seq && next.replayedEvents == next.events - Int(full.seq))
+        #expect(next.replayedEvents > 0)
+        #expect(next.tables.map(\.digest) == whole.tables.map(\.digest), "the same tables as a full audit's")
+        let secondCopy = try #require(next.verifiedCopy)
+        #expect(secondCopy != firstCopy)
+        #expect(Self.same(try Self.tables(secondCopy), try Self.tables(path)))
+        #expect(readTextFile(secondCopy + "/" + Store.verifiedMarker).contains("\"baseSeq\":\(full.seq)"))
+
+        // An audit at the same checkpoint keeps the copy there; pruning keeps the newest.
+        let again = try BaseAuditTests.reader(path)
+        #expect(try again.audit(base: nil, keepingVerifiedCopyIn: verified).verifiedCopy == secondCopy)
+        again.close()
+        #expect(mkdir(verified + "/.partial-verified-00000000000000000007", 0o755) == 0)  // a killed audit's
+        let removed = Store.pruneVerifiedCopies(in: verified, keep: 1)
+        #expect(Set(removed) == [firstCopy, verified + "/.partial-verified-00000000000000000007"], "\(removed)")
+        #expect(Store.isVerifiedCopy(secondCopy) && !Store.isVerifiedCopy(firstCopy))
+    }
+
+    @Test func aFailedAuditKeepsNothing() throws {
+        let directory = TemporaryDirectory("verified-failed")
+        let path = directory.child("store")
+        let verified = directory.child("verified")
+        try Self.feed(path, 0..<600)
+        let (key, _) = try #require(try BaseAuditTests.firstRecord(path, "p.messages"))
+        try BaseAuditTests.editProjections(path, "p.messages") { txn, db in try txn.delete(db, key: key) }
+        let store = try BaseAuditTests.reader(path)
+        defer { store.close() }
+        let report = try store.audit(base: nil, keepingVerifiedCopyIn: verified)
+        #expect(!report.ok && report.verifiedCopy == nil)
+        #expect((directoryEntries(verified) ?? []).filter { $0.hasPrefix("verified-") }.isEmpty)
+    }
+
+    @Test func aVerifiedCopyIsABaseForReadersAndRefusedByWriters() throws {
+        let directory = TemporaryDirectory("verified-base")
+        let path = directory.child("store")
+        let verified = directory.child("verified")
+        try Self.feed(path, 0..<700)
+        let store = try BaseAuditTests.reader(path)
+        let copyPath = try #require(try store.audit(base: nil, keepingVerifiedCopyIn: verified).verifiedCopy)
+        let copySeq = try store.storedCheckpointSeq()
+        store.close()
+
+        #expect {
+            try Store(path: copyPath)
+        } throws: { error in
+            "\(error)".contains("is a verified copy") && "\(error)".contains("not a store to write")
+        }
+        let reader = try Store.reader(at: copyPath)
+        let status = try reader.status()
+        reader.close()
+        #expect(status.checkpointSeq == copySeq && status.headSeq == 0 && status.lag == 0)
+
+        // A backup beside it, newer: a `--verified` audit passes it over, a `--base DIR` replay takes it.
+        try Self.feed(path, 700..<900)
+        let writer = try Store(path: path)
+        _ = try writer.backup(to: verified + "/backup")
+        writer.close()
+        #expect(try Self.newestVerified(verified, for: path)?.path == copyPath)
+        let any = try #require(try Store.newestCopy(at: verified, atOrBefore: .max, excluding: path).copy)
+        #expect(any.path == verified + "/backup")
+        any.store.close()
+
+        // `--at SEQ` from the verified copy answers as a replay from seq 1 does.
+        let at = copySeq + 50
+        let source = try BaseAuditTests.reader(path)
+        defer { source.close() }
+        let base = try Store.reader(at: copyPath)
+        defer { base.close() }
+        let fromCopy = try source.replayIntoScratch(upTo: at, base: base)
+        defer { fromCopy.remove() }
+        let fromStart = try source.replayIntoScratch(upTo: at)
+        defer { fromStart.remove() }
+        let tables = { (s: Store) in try s.readStoredProjections { txn, _ in try s.storedProjections(in: txn) } }
+        #expect(Self.same(try tables(fromCopy.store), try tables(fromStart.store)))
+    }
+
+    @Test func theCLIRollsTheVerifiedCopiesForward() throws {
+        let directory = TemporaryDirectory("verified-cli")
+        let path = directory.child("store")
+        let verified = directory.child("verified")
+        try Self.feed(path, 0..<700)
+        func audit(_ extra: [String] = []) throws -> [String] {
+            let run = try ChildProcess.run(
+                TestSupport.teamlogExecutable, ["audit", "--store", path, "--verified", verified] + extra,
+                stderr: directory.child("audit.err"), timeout: 120)
+            #expect(run.status == .exited(0), "\(readTextFile(directory.child("audit.err")))")
+            return run.lines
+        }
+        let first = try audit()
+        #expect(!first.contains { $0.hasPrefix("base: ") }, "a full audit: \(first)")
+        let firstCopy = try #require(first.first { $0.hasPrefix("verified: ") }?.split(separator: " ")[1])
+        #expect(first.last == "audit OK")
+
+        try Self.feed(path, 700..<1_000)
+        let second = try audit(["--keep-verified", "1"])
+        #expect(second.contains { $0.hasPrefix("base: \(firstCopy) at checkpoint seq ") }, "\(second)")
+        #expect(second.contains { $0.hasPrefix("verified: ") && $0.hasSuffix("; removed \(firstCopy)") }, "\(second)")
+        #expect(second.last == "audit OK")
+        #expect((directoryEntries(verified) ?? []).filter { $0.hasPrefix("verified-") }.count == 1)
+
+        let refused = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", path, "--verified", verified, "--keep-verified", "0"],
+            stderr: directory.child("refused.err"), timeout: 60)
+        #expect(refused.status != .exited(0))
+        #expect(readTextFile(directory.child("refused.err")).contains("--keep-verified must be at least 1"))
+    }
+}
