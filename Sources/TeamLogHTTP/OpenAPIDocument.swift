@@ -174,7 +174,7 @@ public enum OpenAPIDocument {
               additionalProperties: false
               required: [headSeq, headTs, checkpointSeq, checkpointTs, lag, tables, logMapSize, logUsedBytes,
                 projectionMapSize, projectionUsedBytes, logFreeBytes, projectionFreeBytes, writerPid, readAhead,
-                memoryLimitBytes]
+                memoryLimitBytes, verifiedCopy]
               properties:
                 headSeq: { type: integer }
                 headTs: { type: integer }
@@ -200,6 +200,7 @@ public enum OpenAPIDocument {
                 writerPid: { type: [integer, "null"] }
                 readAhead: { type: boolean, description: "Whether the writer's maps read ahead on a page fault (TEAMLOG_READ_AHEAD; auto turns it off while the store's files are over twice the memory left for them)" }
                 memoryLimitBytes: { type: [integer, "null"], description: "The memory the writer judged that by: the smallest of the machine's and its memory cgroups' limits" }
+                verifiedCopy: { type: boolean, description: "Whether the store is a verified copy (teamlog audit --verified): projections only, no log; always false for a store serve writes" }
             Record:
               description: One SPEC §4 output record (one line of the JSON Lines body).
               type: object

@@ -41,6 +41,8 @@ public struct StoreStatus: Sendable {
     /// own; from `teamlog status`: what a process opening the store here decides (the same rule).
     public var readAhead: Bool
     public var memoryLimitBytes: Int?
+    /// Whether this is a verified copy (`teamlog audit --verified`): projections only, no log to append to.
+    public var verifiedCopy = false
 
     /// The status as JSON.
     public var json: JSONValue {
@@ -64,6 +66,7 @@ public struct StoreStatus: Sendable {
             ("logFreeBytes", .int(Int64(logFreeBytes))), ("projectionFreeBytes", .int(Int64(projectionFreeBytes))),
             ("writerPid", writerPid.map { .int(Int64($0)) } ?? .null),
             ("readAhead", .bool(readAhead)), ("memoryLimitBytes", memoryLimitBytes.map { .int(Int64($0)) } ?? .null),
+            ("verifiedCopy", .bool(verifiedCopy)),
         ])
     }
 }
@@ -101,6 +104,7 @@ extension Store {
             tables: logTables + projectionTables, logMapSize: env.mapSize, logUsedBytes: env.usedBytes,
             projectionMapSize: projectionEnv.mapSize, projectionUsedBytes: projectionEnv.usedBytes,
             logFreeBytes: logFree, projectionFreeBytes: projectionFree,
-            writerPid: WriterLock.holder(directory: env.path), readAhead: readAheadIsOn, memoryLimitBytes: memoryLimit)
+            writerPid: WriterLock.holder(directory: env.path), readAhead: readAheadIsOn, memoryLimitBytes: memoryLimit,
+            verifiedCopy: Self.isVerifiedCopy(env.path))
     }
 }

@@ -26,7 +26,10 @@ struct Status: ParsableCommand {
         var lines = [
             "head        seq \(status.headSeq), event time \(status.headTs)",
             "checkpoint  seq \(status.checkpointSeq), event time \(status.checkpointTs) (queries answer as of it)",
-            "lag         \(status.lag) events",
+            "lag         \(status.lag) events"
+                + (status.verifiedCopy
+                    ? "\nverified    a verified copy (`teamlog audit --verified`): projections only, no log; a base, not a store to write"
+                    : ""),
             "writer      \(status.writerPid.map { "pid \($0)" } ?? "none")",
             "read-ahead  \(status.readAhead ? "on" : "off") (memory limit "
                 + "\(status.memoryLimitBytes.map { "\($0) bytes" } ?? "unknown"); TEAMLOG_READ_AHEAD)",

@@ -131,7 +131,8 @@ import Testing
         let reader = try Store.reader(at: copyPath)
         let status = try reader.status()
         reader.close()
-        #expect(status.checkpointSeq == copySeq && status.headSeq == 0 && status.lag == 0)
+        #expect(status.checkpointSeq == copySeq && status.headSeq == 0 && status.lag == 0 && status.verifiedCopy)
+        #expect(status.json.jsonString.contains("\"verifiedCopy\":true"))
 
         // A backup beside it, newer: a `--verified` audit passes it over, a `--base DIR` replay takes it.
         try Self.feed(path, 700..<900)
