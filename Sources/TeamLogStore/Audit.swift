@@ -94,13 +94,17 @@ extension Store {
         finishCheckpoint()
         let baseCheckpoint = try base.map { base in try base.projectionEnv.read { try base.pdbs.readCheckpoint($0) } }
         if let base, base.world.config != world.config { throw Self.baseSettingsMismatch }
-        return try projectionEnv.read { ptxn in
+        // A clean audit's scratch store, kept (`keep`) once the snapshots below are closed: a live writer's
+        // checkpoints reuse no page freed while one is open, and the copy takes seconds.
+        var verified: ScratchStore?
+        defer { verified?.remove() }
+        var report = try projectionEnv.read { ptxn in
             let checkpoint = try pdbs.readCheckpoint(ptxn)
             return try env.read { txn in
                 let meta = try dbs.readMeta(txn)
                 if let baseCheckpoint { try Self.checkBase(baseCheckpoint, against: checkpoint, log: self, txn) }
                 let scratch = try makeScratch(projectionsOnly: true, limits: limits, base: base)
-                defer { scratch.remove() }
+                defer { if verified !== scratch { scratch.remove() } }
                 try replay(
                     into: scratch, in: txn, upTo: checkpoint.seq, after: baseCheckpoint?.seq ?? 0,
                     batchSize: limits.batchSize, progress: progress)
@@ -123,10 +127,12 @@ extension Store {
                             Self.checkpointProblem(meta, records: tail.last, lastHash: tail.hash)?.message
                     }
                 }
-                if report.ok, let keep { report.verifiedCopy = try keepVerifiedCopy(scratch, report: report, in: keep) }
+                if report.ok && keep != nil { verified = scratch }
                 return report
             }
         }
+        if let keep, let verified { report.verifiedCopy = try keepVerifiedCopy(verified, report: report, in: keep) }
+        return report
     }
 
     /// A base store made with other settings than this one (`audit(base:)`, `replayIntoScratch(base:)`).

@@ -54,8 +54,9 @@ extension Store {
         // carries the audited log's at the checkpoint, which `checkBaseHash` asks of a base.
         let position = Checkpoint(seq: report.seq, ts: replayed.checkpoint.ts, hash: scratch.lastHash)
         try replayed.projectionEnv.write { txn in try replayed.pdbs.writeCheckpoint(txn, position) }
-        let partial = directory + "/.partial-" + Self.verifiedCopyName(report.seq)
-        removeDirectoryTree(partial)  // what a killed audit left
+        // Named with this process's id: two audits keeping the same seq at once write apart.
+        let partial = directory + "/.partial-" + Self.verifiedCopyName(report.seq) + "-\(getpid())"
+        removeDirectoryTree(partial)  // what a killed audit of this pid left
         let projPath = partial + "/" + ProjectionDatabases.directory
         do {
             guard mkdir(partial, 0o755) == 0, mkdir(projPath, 0o755) == 0 else {
@@ -72,6 +73,11 @@ extension Store {
                 partial + "/" + Self.verifiedMarker, verifiedDescription(report, hash: scratch.lastHash) + "\n")
             try Environment.syncDirectory(partial)
             guard rename(partial, final) == 0 else {
+                // Another audit kept the same seq meanwhile: its copy serves.
+                if (errno == ENOTEMPTY || errno == EEXIST) && Self.isVerifiedCopy(final) {
+                    removeDirectoryTree(partial)
+                    return final
+                }
                 throw StoreError.system("cannot rename \(partial) to \(final)", call: "rename", path: final)
             }
             try Environment.syncDirectory(directory)
@@ -108,12 +114,15 @@ extension Store {
     }
 
     /// Removes the verified copies in `directory` but the `keep` newest (by checkpoint seq, at least one),
-    /// and what killed audits left half-written; returns the paths removed. Other entries are left alone.
+    /// and what killed audits left half-written (a process that no longer runs); returns the paths removed.
+    /// Other entries are left alone.
     @discardableResult
     public static func pruneVerifiedCopies(in directory: String, keep: Int) -> [String] {
         let names = (directoryEntries(directory) ?? []).sorted()
         var removed: [String] = []
         for name in names where name.hasPrefix(".partial-verified-") {
+            let pid = name.split(separator: "-").last.flatMap { Int32($0) }
+            if let pid, pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH { continue }  // being written
             removeDirectoryTree(directory + "/" + name)
             removed.append(directory + "/" + name)
         }

@@ -93,10 +93,20 @@ import Testing
         let again = try BaseAuditTests.reader(path)
         #expect(try again.audit(base: nil, keepingVerifiedCopyIn: verified).verifiedCopy == secondCopy)
         again.close()
-        #expect(mkdir(verified + "/.partial-verified-00000000000000000007", 0o755) == 0)  // a killed audit's
+        // A killed audit's leftover (its pid runs no more) goes; a running audit's (this process's) stays.
+        let dead = verified + "/.partial-verified-00000000000000000007-\(try Self.pidOfAnEndedProcess())"
+        let running = verified + "/.partial-verified-00000000000000000008-\(getpid())"
+        #expect(mkdir(dead, 0o755) == 0 && mkdir(running, 0o755) == 0)
         let removed = Store.pruneVerifiedCopies(in: verified, keep: 1)
-        #expect(Set(removed) == [firstCopy, verified + "/.partial-verified-00000000000000000007"], "\(removed)")
+        #expect(Set(removed) == [firstCopy, dead], "\(removed)")
+        #expect(access(running, F_OK) == 0)
         #expect(Store.isVerifiedCopy(secondCopy) && !Store.isVerifiedCopy(firstCopy))
+    }
+
+    /// The pid of a child process that has exited and been reaped.
+    static func pidOfAnEndedProcess() throws -> Int32 {
+        let run = try ChildProcess.run("/bin/sh", ["-c", "echo $$"], stderr: "/dev/null", timeout: 30)
+        return try #require(run.lines.first.flatMap { Int32($0) })
     }
 
     @Test func aFailedAuditKeepsNothing() throws {
