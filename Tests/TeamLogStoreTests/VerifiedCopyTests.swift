@@ -1,6 +1,7 @@
 import LMDB
 import TeamLog
 import TeamLogRuntime
+import TeamLogThreads
 import TestSupport
 import Testing
 
@@ -166,6 +167,59 @@ import Testing
         defer { fromStart.remove() }
         let tables = { (s: Store) in try s.readStoredProjections { txn, _ in try s.storedProjections(in: txn) } }
         #expect(Self.same(try tables(fromCopy.store), try tables(fromStart.store)))
+    }
+
+    /// `teamlog audit --verified` killed at points of its run — in the replay, the copy, the marker, the
+    /// rename — leaves DIR holding only whole copies (each the base of a clean audit) and leftovers that
+    /// the next run removes; that run keeps the copy as if nothing had happened.
+    @Test func anAuditKilledWhileKeepingItsCopyLeavesOnlyWholeCopies() throws {
+        let directory = TemporaryDirectory("verified-kill")
+        let path = directory.child("store")
+        let verified = directory.child("verified")
+        try Self.feed(path, 0..<700)
+        let arguments = ["audit", "--store", path, "--verified", verified]
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, arguments, timeout: 120).status == .exited(0))
+        try Self.feed(path, 700..<Self.lines.count)
+        let store = try BaseAuditTests.reader(path)
+        let seq = try store.storedCheckpointSeq()
+        let whole = try store.audit().tables.map(\.digest)
+        store.close()
+
+        var random = SeededRandom(71)
+        let final = verified + "/" + Store.verifiedCopyName(seq)
+        for point in 0..<8 {
+            removeDirectoryTree(final)  // each run has its copy to write
+            let child = try ChildProcess(TestSupport.teamlogExecutable, arguments)
+            if point % 2 == 0 {
+                usleep(UInt32(random.below(400_000)))
+            } else {
+                // Into the copy: once its partial directory appears (or the copy is whole already).
+                let partial = verified + "/.partial-" + Store.verifiedCopyName(seq) + "-\(child.pid)"
+                let deadline = MonotonicClock.seconds() + 30
+                while access(partial, F_OK) != 0 && access(final, F_OK) != 0 && MonotonicClock.seconds() < deadline {
+                    usleep(50)
+                }
+                usleep(UInt32(random.below(5_000)))
+            }
+            child.kill(SIGKILL)
+            _ = child.wait()
+            for name in directoryEntries(verified) ?? [] where name.hasPrefix("verified-") {
+                let copy = verified + "/" + name
+                #expect(Store.isVerifiedCopy(copy), "\(name) after kill \(point)")
+                let reader = try BaseAuditTests.reader(path)
+                let base = try Store.reader(at: copy)
+                let report = try reader.audit(base: base)
+                base.close()
+                reader.close()
+                #expect(report.ok && report.tables.map(\.digest) == whole, "\(name) after kill \(point): \(report)")
+            }
+        }
+        let run = try ChildProcess.run(TestSupport.teamlogExecutable, arguments, timeout: 120)
+        #expect(run.status == .exited(0))
+        #expect(run.lines.last == "audit OK")
+        let names = Set(directoryEntries(verified) ?? [])
+        #expect(names.contains(Store.verifiedCopyName(seq)), "\(names)")
+        #expect(!names.contains { $0.hasPrefix(".partial-") }, "the killed audits' leftovers are gone: \(names)")
     }
 
     @Test func theCLIRollsTheVerifiedCopiesForward() throws {
