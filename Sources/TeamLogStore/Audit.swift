@@ -36,8 +36,10 @@ public struct AuditReport: Sendable {
     public var replayedEvents: Int { events - Int(baseSeq ?? 0) }
     /// What the replay's working set did (evictions, lookups of evicted units).
     public var replay = WorkingSetStats()
-    /// With `audit(base:keepingVerifiedCopyIn:)`, a clean audit: the verified copy its replay left.
+    /// With `audit(base:keepingVerifiedCopyIn:)`, a clean audit: the verified copy its replay left — or why
+    /// it could not be kept (`verifiedCopyProblem`: a full disk, say; the audit's verdict stands).
     public var verifiedCopy: String?
+    public var verifiedCopyProblem: String?
     /// The hash chain's first problem, if any.
     public var chainProblem: Store.ChainProblem?
     /// A checkpoint that disagrees with the log.
@@ -131,7 +133,11 @@ extension Store {
                 return report
             }
         }
-        if let keep, let verified { report.verifiedCopy = try keepVerifiedCopy(verified, report: report, in: keep) }
+        if let keep, let verified {
+            do { report.verifiedCopy = try keepVerifiedCopy(verified, report: report, in: keep) } catch {
+                report.verifiedCopyProblem = "\(error)"
+            }
+        }
         return report
     }
 

@@ -91,5 +91,9 @@ struct Audit: ParsableCommand {
         }
         try printOut(report.ok ? "audit OK" : "audit FAILED")
         if !report.ok { throw ExitCode(1) }
+        if let problem = report.verifiedCopyProblem {
+            printErr("teamlog: the audit is clean, but its verified copy was not kept in \(verified ?? ""): \(problem)")
+            throw ExitCode(2)
+        }
     }
 }

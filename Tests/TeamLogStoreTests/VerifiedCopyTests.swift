@@ -240,6 +240,20 @@ import Testing
         #expect(first.last == "audit OK")
 
         try Self.feed(path, 700..<1_000)
+        // A copy that cannot be kept (a file where it goes): the audit's verdict stands, the exit is 2.
+        let reader = try BaseAuditTests.reader(path)
+        let seq = try reader.storedCheckpointSeq()
+        reader.close()
+        let blocked = verified + "/" + Store.verifiedCopyName(seq)
+        #expect(FileManagerless.write(blocked, "not a copy"))
+        let notKept = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", path, "--verified", verified],
+            stderr: directory.child("not-kept.err"), timeout: 120)
+        #expect(notKept.status == .exited(2))
+        #expect(notKept.lines.last == "audit OK")
+        #expect(readTextFile(directory.child("not-kept.err")).contains("its verified copy was not kept"))
+        #expect(unlink(blocked) == 0)
+
         let second = try audit(["--keep-verified", "1"])
         #expect(second.contains { $0.hasPrefix("base: \(firstCopy) at checkpoint seq ") }, "\(second)")
         #expect(second.contains { $0.hasPrefix("verified: ") && $0.hasSuffix("; removed \(firstCopy)") }, "\(second)")
@@ -251,5 +265,15 @@ import Testing
             stderr: directory.child("refused.err"), timeout: 60)
         #expect(refused.status != .exited(0))
         #expect(readTextFile(directory.child("refused.err")).contains("--keep-verified must be at least 1"))
+    }
+}
+
+/// Writing a small file without Foundation.
+enum FileManagerless {
+    static func write(_ path: String, _ text: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return Array(text.utf8).withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) } == text.utf8.count
     }
 }
