@@ -8,8 +8,9 @@
 // separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
 // then audits the store. Each child's wall time and peak RSS are its own. Writes DIR/scale.md and a chart,
 // DIR/scale.svg. `--scale-base-audit`: also `teamlog backup` before the last chunk and, after the audit,
-// `teamlog audit --base` of the final store from that copy, and `unread --at` halfway from the copy to the
-// end, from seq 1 and with `--base` that copy (reported, not bars; off by default, so the
+// `teamlog audit --base` of the final store from that copy, `teamlog audit --verified V` of the copy and then
+// of the final store (the daily audit, from the verified copy the first one kept), and `unread --at` halfway
+// from the copy to the end, from seq 1 and with `--base` that copy (reported, not bars; off by default, so the
 // bars' runs stay as they were: one run with it measured the last chunk at 0.74× the first; the run before
 // it, without, 0.84×). `--scale-one-process`: the whole workload again by one child (reported, not a bar).
 
@@ -199,6 +200,26 @@ struct ScaleBench {
                 let lines = readText(out).split(separator: "\n").map(String.init)
                 results.baseAudit = (run, lines.first { $0.hasPrefix("base: ") } ?? "", lines.last == "audit OK")
                 if !run.succeeded { results.problems.append("audit --base: \(run.ending): \(tail(readText(out)))") }
+                // The daily audit a deployment runs with `--verified`: the copy audited in full keeps the
+                // first verified copy, and the final store's audit starts from it.
+                progress("audit --verified of the copy, then of the final store…")
+                let verified = dir + "/verified"
+                let ofCopy = try ChildProcess.run(
+                    teamlog, ["audit", "--store", copy, "--verified", verified], stdout: out, stderr: err)
+                if !ofCopy.succeeded {
+                    results.problems.append("audit --verified of the copy: \(ofCopy.ending): \(tail(readText(out)))")
+                }
+                let ofStore = try ChildProcess.run(
+                    teamlog, ["audit", "--store", store, "--verified", verified], stdout: out, stderr: err)
+                let rolled = readText(out).split(separator: "\n").map(String.init)
+                results.verifiedRoll = (
+                    ofCopy, ofStore, rolled.first { $0.hasPrefix("base: ") } ?? "",
+                    ofCopy.succeeded && rolled.last == "audit OK"
+                )
+                if !ofStore.succeeded {
+                    results.problems.append("audit --verified of the store: \(ofStore.ending): \(tail(readText(out)))")
+                }
+                removeDirectoryTree(verified)
                 if let copySeq = Self.jsonInteger("checkpointSeq", in: backup.report),
                     let storeSeq = results.auditSummary?.checkpointSeq
                 {

@@ -53,19 +53,35 @@ extension ScaleResults {
         }
         if let oneProcess, let largest = chunks.map(\.ingest.peakRSSBytes).max() {
             let ratio = Double(oneProcess.run.peakRSSBytes) / Double(max(1, largest))
-            md += "Not a bar: the whole workload again by one `teamlog ingest` child (a writer through the whole history, "
+            md +=
+                "Not a bar: the whole workload again by one `teamlog ingest` child (a writer through the whole history, "
             md += "as `serve` or a stream runs): \(fmt(oneProcess.run.seconds, 1)) s wall, "
-            md += "\(oneProcess.summary.map { fmt(Double($0.lines) / max($0.seconds, 1e-9)) } ?? "?") ops/s by teamlog's clock, CPU "
+            md +=
+                "\(oneProcess.summary.map { fmt(Double($0.lines) / max($0.seconds, 1e-9)) } ?? "?") ops/s by teamlog's clock, CPU "
             md += "\(fmt(oneProcess.run.cpuSeconds, 1)) s, peak RSS \(mb(oneProcess.run.peakRSSBytes)) MB = "
             md += "\(fmt(ratio, 2))× the largest of the chunks' processes (a working set that grew with history would "
             md += "show here: 1.47 GB over 5M ops in one process before the twenty-fourth session's fix).\n\n"
         }
         if let backup, let baseAudit {
-            md += "Not a bar: `teamlog backup` after ops \(fmt(Double(backup.afterOps))): \(fmt(backup.run.seconds, 2)) s, "
-            md += "peak RSS \(mb(backup.run.peakRSSBytes)) MB (`\(backup.report)`); then `teamlog audit --store S --base "
-            md += "COPY` of the final store: \(fmt(baseAudit.run.seconds, 1)) s wall, CPU \(fmt(baseAudit.run.cpuSeconds, 1)) s, "
+            md +=
+                "Not a bar: `teamlog backup` after ops \(fmt(Double(backup.afterOps))): \(fmt(backup.run.seconds, 2)) s, "
+            md +=
+                "peak RSS \(mb(backup.run.peakRSSBytes)) MB (`\(backup.report)`); then `teamlog audit --store S --base "
+            md +=
+                "COPY` of the final store: \(fmt(baseAudit.run.seconds, 1)) s wall, CPU \(fmt(baseAudit.run.cpuSeconds, 1)) s, "
             md += "peak RSS \(mb(baseAudit.run.peakRSSBytes)) MB, \(baseAudit.ok ? "audit OK" : "audit FAILED") "
             md += "(`\(baseAudit.baseLine)`).\n\n"
+        }
+        if let roll = verifiedRoll, let audit {
+            md +=
+                "Not a bar: `teamlog audit --verified V` of that copy (a full audit that keeps the first verified copy): "
+            md +=
+                "\(fmt(roll.ofCopy.seconds, 1)) s, peak RSS \(mb(roll.ofCopy.peakRSSBytes)) MB; then of the final store, "
+            md +=
+                "from it (the daily audit): \(fmt(roll.ofStore.seconds, 1)) s wall, CPU \(fmt(roll.ofStore.cpuSeconds, 1)) s, "
+            md +=
+                "peak RSS \(mb(roll.ofStore.peakRSSBytes)) MB — \(fmt(audit.seconds / max(roll.ofStore.seconds, 1e-9), 2))× "
+            md += "faster than the full audit above, \(roll.ok ? "both OK" : "NOT BOTH OK") (`\(roll.baseLine)`).\n\n"
         }
         if let p = pointInTime {
             md += "Not a bar: `teamlog unread \(p.user) --at \(p.at)` of the final store from seq 1: "

@@ -46,6 +46,9 @@ struct ScaleResults {
     var backup: (run: ChildRun, afterOps: Int, report: String)?
     /// `teamlog audit --base` of the final store from that copy: its `base:` line and whether it was OK.
     var baseAudit: (run: ChildRun, baseLine: String, ok: Bool)?
+    /// `teamlog audit --verified V` of that copy (a full audit, which keeps the first verified copy) and then
+    /// of the final store (from that verified copy): each run, its `base:` line, whether it was OK.
+    var verifiedRoll: (ofCopy: ChildRun, ofStore: ChildRun, baseLine: String, ok: Bool)?
     /// `teamlog unread USER --at SEQ` of the final store from seq 1 and with `--base` that copy (SEQ halfway
     /// between the copy's checkpoint and the store's), and whether the two answered the same.
     var pointInTime: (user: String, at: UInt64, full: ChildRun, fromCopy: ChildRun, same: Bool)?
