@@ -221,8 +221,7 @@ extension Store {
     func compareTable(_ table: ProjectionTable, stored: Transaction, replayed: Transaction, of replayedStore: Store)
         throws -> AuditReport.TableResult
     {
-        var hasher = SHA256()
-        var count = 0
+        var digester = TableDigester()
         var difference: String?
         let name = table.rawValue
         try stored.withCursor(pdbs.table(table)) { sc in
@@ -230,11 +229,7 @@ extension Store {
                 var s = try sc.first()
                 var r = try rc.first()
                 while let (key, value) = s {
-                    count += 1
-                    var lengths = (UInt32(key.count), UInt32(value.count))
-                    withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
-                    hasher.update(bufferPointer: key)
-                    hasher.update(bufferPointer: value)
+                    digester.add(key, value)
                     if difference == nil {
                         let order = r.map { Self.compareKeys(key, $0.0) } ?? -1
                         if order == 0, let (_, rv) = r {
@@ -254,7 +249,7 @@ extension Store {
                                 "\(name) \(Self.keyName(k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
                         }
                     }
-                    if UInt64(count) % Store.releaseInterval == 0 {
+                    if UInt64(digester.records) % Store.releaseInterval == 0 {
                         // Both tables' pages read so far stay resident otherwise: their whole size by the end.
                         projectionEnv.releaseResidentPages()
                         replayedStore.projectionEnv.releaseResidentPages()
@@ -268,9 +263,20 @@ extension Store {
                 }
             }
         }
-        let digest =
-            count == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
-        return AuditReport.TableResult(table: name, records: count, digest: digest, difference: difference)
+        return AuditReport.TableResult(
+            table: name, records: digester.records, digest: digester.digest, difference: difference)
+    }
+
+    /// The records and digest of one stored table (snapshot `txn` of `projectionEnv`), as an audit reports
+    /// them; its pages are dropped as they are read.
+    func tableDigest(_ table: ProjectionTable, _ txn: Transaction) throws -> (records: Int, digest: String) {
+        var digester = TableDigester()
+        try txn.forEach(pdbs.table(table)) { key, value in
+            digester.add(key, value)
+            if UInt64(digester.records) % Store.releaseInterval == 0 { projectionEnv.releaseResidentPages() }
+            return true
+        }
+        return (digester.records, digester.digest)
     }
 
     /// Whether two byte strings are equal.
@@ -314,5 +320,24 @@ extension Store {
             }
         }
         return described ?? HashChain.hex(value)
+    }
+}
+
+/// An audit's digest of a table: SHA-256 over its records in key order, each its key's and value's lengths
+/// (32-bit) then the key and the value; shown as its first 16 hex digits (zeros for an empty table).
+struct TableDigester {
+    private var hasher = SHA256()
+    private(set) var records = 0
+
+    mutating func add(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
+        records += 1
+        var lengths = (UInt32(key.count), UInt32(value.count))
+        withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
+        hasher.update(bufferPointer: key)
+        hasher.update(bufferPointer: value)
+    }
+
+    var digest: String {
+        records == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
     }
 }

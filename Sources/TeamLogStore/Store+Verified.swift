@@ -113,6 +113,26 @@ extension Store {
         ]).jsonString
     }
 
+    /// For a verified copy opened as a reader: the tables whose records no longer give the digest its
+    /// `VERIFIED` file recorded when it was kept (damage to the copy since), in words; empty when every
+    /// table matches; `nil` when this is no verified copy or its file cannot be read. Reads every table.
+    /// What tells, when an audit from the copy finds a difference, whether the copy or the store changed.
+    public func verifiedCopyDamage() throws -> [String]? {
+        guard let text = ResidentMemory.smallFile(env.path + "/" + Self.verifiedMarker),
+            let marker = try? JSONParser.parse(text), let recorded = marker["tables"]?.arrayValue
+        else { return nil }
+        return try projectionEnv.read { txn in
+            try ProjectionTable.allCases.compactMap { table -> String? in
+                let entry = recorded.first { $0["table"]?.stringValue == table.rawValue }
+                let (records, digest) = try tableDigest(table, txn)
+                let (wantRecords, wantDigest) = (entry?["records"]?.intValue, entry?["digest"]?.stringValue)
+                if wantRecords == Int64(records) && wantDigest == digest { return nil }
+                return "\(table.rawValue): \(records) records, digest \(digest); the VERIFIED file says "
+                    + "\(wantRecords.map(String.init) ?? "none"), \(wantDigest ?? "none")"
+            }
+        }
+    }
+
     /// Removes the verified copies in `directory` but the `keep` newest (by checkpoint seq, at least one),
     /// and what killed audits left half-written (a process that no longer runs); returns the paths removed.
     /// Other entries are left alone.

@@ -89,11 +89,35 @@ struct Audit: ParsableCommand {
             try printOut(
                 "verified: \(copy) kept" + (removed.isEmpty ? "" : "; removed \(removed.joined(separator: ", "))"))
         }
+        if !report.ok, report.baseSeq != nil, let basePath, let baseStore {
+            try explainFailure(from: basePath, baseStore)
+        }
         try printOut(report.ok ? "audit OK" : "audit FAILED")
         if !report.ok { throw ExitCode(1) }
         if let problem = report.verifiedCopyProblem {
             printErr("teamlog: the audit is clean, but its verified copy was not kept in \(verified ?? ""): \(problem)")
             throw ExitCode(2)
+        }
+    }
+}
+
+extension Audit {
+    /// After an audit from a copy found a difference: whose it is. A verified copy's tables are checked
+    /// against the digests its `VERIFIED` file recorded — unchanged, the difference is the store's; changed,
+    /// the copy was damaged since it was kept. Of a backup, only a full audit can tell.
+    func explainFailure(from basePath: String, _ base: Store) throws {
+        guard Store.isVerifiedCopy(basePath), let damage = try? base.verifiedCopyDamage() else {
+            return try printOut(
+                "base: the difference may be the copy's as well as the store's: a full `teamlog audit` (no --base) tells"
+            )
+        }
+        if damage.isEmpty {
+            try printOut(
+                "base: \(basePath) still matches its VERIFIED file: the difference is the store's (or its log's)")
+        } else {
+            try printOut(
+                "base: \(basePath) was DAMAGED since it was kept (\(damage.joined(separator: "; "))): remove it "
+                    + "and audit without it (a full `teamlog audit`, or --verified from an older copy)")
         }
     }
 }

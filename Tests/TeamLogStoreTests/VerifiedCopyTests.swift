@@ -222,6 +222,77 @@ import Testing
         #expect(!names.contains { $0.hasPrefix(".partial-") }, "the killed audits' leftovers are gone: \(names)")
     }
 
+    /// An audit from a verified copy that finds a difference says whose it is: the copy's tables checked
+    /// against the digests its `VERIFIED` file recorded — a damaged store leaves them matching, a damaged
+    /// copy does not (named with its table). Of a backup given as `--base` it says a full audit tells.
+    @Test func aFailedAuditFromAVerifiedCopySaysWhoseTheDifferenceIs() throws {
+        func setUp(_ name: String) throws -> (TemporaryDirectory, String, String, String) {
+            let directory = TemporaryDirectory(name)
+            let path = directory.child("store")
+            let verified = directory.child("verified")
+            try Self.feed(path, 0..<700)
+            let store = try BaseAuditTests.reader(path)
+            let copy = try #require(try store.audit(base: nil, keepingVerifiedCopyIn: verified).verifiedCopy)
+            store.close()
+            try Self.feed(path, 700..<1_000)
+            return (directory, path, verified, copy)
+        }
+        func audit(_ directory: TemporaryDirectory, _ arguments: [String]) throws -> [String] {
+            let run = try ChildProcess.run(
+                TestSupport.teamlogExecutable, ["audit"] + arguments, stderr: directory.child("audit.err"),
+                timeout: 120)
+            #expect(run.status == .exited(1), "\(readTextFile(directory.child("audit.err")))")
+            #expect(run.lines.last == "audit FAILED")
+            return run.lines
+        }
+
+        // The store damaged: the copy still matches what was recorded.
+        let (first, path, verified, copy) = try setUp("verified-whose-store")
+        let intact = try Store.reader(at: copy)
+        #expect(try intact.verifiedCopyDamage() == [])
+        intact.close()
+        let (key, _) = try #require(try BaseAuditTests.firstRecord(path, "p.messages"))
+        try BaseAuditTests.editProjections(path, "p.messages") { txn, db in try txn.delete(db, key: key) }
+        let storeDamaged = try audit(first, ["--store", path, "--verified", verified])
+        #expect(
+            storeDamaged.contains(
+                "base: \(copy) still matches its VERIFIED file: the difference is the store's (or its log's)"),
+            "\(storeDamaged)")
+        #expect((directoryEntries(verified) ?? []).filter { $0.hasPrefix("verified-") }.count == 1, "nothing kept")
+
+        // The copy damaged since it was kept: named, with its table.
+        let (second, path2, verified2, copy2) = try setUp("verified-whose-copy")
+        let (teamKey, teamValue) = try #require(try BaseAuditTests.firstRecord(copy2, "p.teams"))
+        try BaseAuditTests.editProjections(copy2, "p.teams") { txn, db in
+            try txn.put(db, key: teamKey + Array("-x".utf8), value: teamValue)
+        }
+        let damaged = try Store.reader(at: copy2)
+        let found = try #require(try damaged.verifiedCopyDamage())
+        damaged.close()
+        #expect(found.count == 1 && found[0].hasPrefix("teams: "), "\(found)")
+        let copyDamaged = try audit(second, ["--store", path2, "--verified", verified2])
+        #expect(
+            copyDamaged.contains { $0.hasPrefix("base: \(copy2) was DAMAGED since it was kept (teams: ") },
+            "\(copyDamaged)")
+
+        // A backup as --base: only a full audit tells.
+        let backup = second.child("backup")
+        let writer = try Store(path: path2)
+        _ = try writer.backup(to: backup)
+        writer.close()
+        try BaseAuditTests.editProjections(path2, "p.teams") { txn, db in
+            try txn.put(db, key: teamKey + Array("-y".utf8), value: teamValue)
+        }
+        let backupReader = try Store.reader(at: backup)
+        #expect(try backupReader.verifiedCopyDamage() == nil, "a backup has no VERIFIED file")
+        backupReader.close()
+        let fromBackup = try audit(second, ["--store", path2, "--base", backup])
+        #expect(
+            fromBackup.contains(
+                "base: the difference may be the copy's as well as the store's: a full `teamlog audit` (no --base) tells"
+            ), "\(fromBackup)")
+    }
+
     @Test func theCLIRollsTheVerifiedCopiesForward() throws {
         let directory = TemporaryDirectory("verified-cli")
         let path = directory.child("store")
