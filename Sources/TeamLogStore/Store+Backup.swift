@@ -49,6 +49,7 @@ extension Store {
     /// `progress`, when given, is called on this thread about every 100 ms with the bytes written so far.
     /// On failure the directory is removed when this call created it, emptied otherwise.
     public func backup(to path: String, progress: ((Int) -> Void)? = nil) throws -> BackupReport {
+        try Self.refuseVerifiedCopy(env.path, "a backup")
         let created = mkdir(path, 0o755) == 0
         if !created {
             let error = errno

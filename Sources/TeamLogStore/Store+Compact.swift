@@ -51,6 +51,7 @@ extension Store {
     /// A `path` through a symbolic link is resolved first: the copy is made beside the real directory (on
     /// its file system), and the link keeps pointing at the store.
     public static func compact(path given: String, progress: ((Int) -> Void)? = nil) throws -> CompactReport {
+        try refuseVerifiedCopy(given, "a compaction")
         let source = try Store.reader(at: given)
         var sourceOpen = true
         defer { if sourceOpen { source.close() } }

@@ -40,6 +40,16 @@ extension Store {
         access(path + "/" + verifiedMarker, F_OK) == 0
     }
 
+    /// Refuses `what` (a backup, a compaction) of the verified copy at `path`: their copies leave the
+    /// `VERIFIED` file behind and would be a store whose projections are ahead of its empty log.
+    static func refuseVerifiedCopy(_ path: String, _ what: String) throws {
+        guard isVerifiedCopy(path) else { return }
+        throw StoreError(
+            code: .other,
+            message: "\(path) is a verified copy (`teamlog audit --verified`), compacted already: \(what) would "
+                + "lose its VERIFIED file; copy the directory as it is (cp -a) instead", path: path)
+    }
+
     /// Keeps the scratch store of a clean audit as the verified copy at `report.seq` in `directory`
     /// (created when missing), unless one is there already. Returns its path.
     func keepVerifiedCopy(_ scratch: ScratchStore, report: AuditReport, in directory: String) throws -> String {

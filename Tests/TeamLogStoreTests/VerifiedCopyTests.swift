@@ -141,7 +141,19 @@ import Testing
         }
         let reader = try Store.reader(at: copyPath)
         let status = try reader.status()
+        // A backup or a compaction would leave the VERIFIED file behind: refused, the copy untouched.
+        #expect {
+            try reader.backup(to: directory.child("backup-of-copy"))
+        } throws: { error in
+            "\(error)".contains("is a verified copy") && "\(error)".contains("cp -a")
+        }
         reader.close()
+        #expect {
+            try Store.compact(path: copyPath)
+        } throws: { error in
+            "\(error)".contains("is a verified copy")
+        }
+        #expect(Store.isVerifiedCopy(copyPath) && access(directory.child("backup-of-copy"), F_OK) != 0)
         #expect(status.checkpointSeq == copySeq && status.headSeq == 0 && status.lag == 0 && status.verifiedCopy)
         #expect(status.json.jsonString.contains("\"verifiedCopy\":true"))
 
