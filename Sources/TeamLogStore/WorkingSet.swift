@@ -675,18 +675,22 @@ extension Store {
         workingSet.stats.sweeps += 1
         var teamBytes = 0
         for id in world.teams.keys { teamBytes += world.residentBytesEstimate(of: .team(id)) }
-        var units: [ResidentKey] = []
-        if teamBytes > budget / 2 { for id in world.teams.keys { units.append(.team(id)) } }
-        for key in world.convs.keys { units.append(.conv(key)) }
-        for (user, convs) in world.userConvs { for key in convs.keys { units.append(.userConv(user, key)) } }
-        for id in world.receipts.keys { units.append(.receipt(id)) }
-        workingSet.stats.evictions += world.messages.count + units.count  // messages: see `mayBeStored`
+        var units = 0
+        if teamBytes > budget / 2 {
+            // Team by team: a roster's members leave the derived indexes with it.
+            for id in Array(world.teams.keys) {
+                world.evict(.team(id))
+                workingSet.noteEvicted(.team(id))
+                units += 1
+            }
+        }
+        world.evictAllConversations { key in
+            workingSet.noteEvicted(key)
+            units += 1
+        }
+        workingSet.stats.evictions += world.messages.count + units  // messages: see `mayBeStored`
         if !world.messages.isEmpty { workingSet.hasEvicted = true }
         world.evictAllMessages()
-        for key in units {
-            world.evict(key)
-            workingSet.noteEvicted(key)
-        }
         Allocator.releaseFreedPages()
     }
 

@@ -122,6 +122,20 @@ public struct ShardedDictionary<Key: ShardKey, Value: Sendable>: Sendable {
         }
     }
 
+    /// Removes everything and frees the storage, first calling `visit` with every entry, its value in
+    /// place (no copy out: see `removeAll(where:removed:)`), shard by shard.
+    public mutating func removeAll(visiting visit: (Key, inout Value) -> Void) {
+        for s in shards.indices where !shards[s].isEmpty {
+            var i = shards[s].startIndex
+            while i != shards[s].endIndex {
+                visit(shards[s].keys[i], &shards[s].values[i])
+                shards[s].formIndex(after: &i)
+            }
+            shards[s] = [:]
+        }
+        entries = 0
+    }
+
     /// Entries held.
     @inlinable public var count: Int { entries }
 

@@ -99,7 +99,9 @@ public struct UserConvs: Sendable, Sequence, Equatable, ExpressibleByDictionaryL
     /// Runs `change` on the view of `key` in place, adding `initial` first when there is none; whether it
     /// was added.
     @discardableResult
-    public mutating func upsert(_ key: ConvKey, default initial: @autoclosure () -> UserConv, _ change: (inout UserConv) -> Void)
+    public mutating func upsert(
+        _ key: ConvKey, default initial: @autoclosure () -> UserConv, _ change: (inout UserConv) -> Void
+    )
         -> Bool
     {
         switch storage {
@@ -174,6 +176,14 @@ public struct UserConvs: Sendable, Sequence, Equatable, ExpressibleByDictionaryL
 
     /// The conversations, in no particular order.
     public var keys: [ConvKey] { map(\.key) }
+
+    /// Calls `body` with every conversation's key (no array of them made).
+    public func forEachKey(_ body: (ConvKey) -> Void) {
+        switch storage {
+        case .small(let entries): for entry in entries { body(entry.key) }
+        case .large(let table): for key in table.keys { body(key) }
+        }
+    }
 
     /// Whether the views are held as a dictionary (for tests of the conversion).
     var isLarge: Bool {
