@@ -143,11 +143,12 @@ extension Store {
         }
     }
 
-    /// Removes the verified copies in `directory` but the `keep` newest (by checkpoint seq, at least one),
-    /// and what killed audits left half-written (a process that no longer runs); returns the paths removed.
-    /// Other entries are left alone.
+    /// Removes the verified copies in `directory` but the `keep` newest (by checkpoint seq, at least one)
+    /// and `sparing` (the copy just kept, which an audit of an older store — a restored backup — makes
+    /// older than the others), and what killed audits left half-written (a process that no longer runs);
+    /// returns the paths removed. Other entries are left alone.
     @discardableResult
-    public static func pruneVerifiedCopies(in directory: String, keep: Int) -> [String] {
+    public static func pruneVerifiedCopies(in directory: String, keep: Int, sparing: String? = nil) -> [String] {
         let names = (directoryEntries(directory) ?? []).sorted()
         var removed: [String] = []
         for name in names where name.hasPrefix(".partial-verified-") {
@@ -157,7 +158,7 @@ extension Store {
             removed.append(directory + "/" + name)
         }
         let copies = names.filter { $0.hasPrefix("verified-") && isVerifiedCopy(directory + "/" + $0) }
-        for name in copies.dropLast(max(1, keep)) {
+        for name in copies.dropLast(max(1, keep)) where directory + "/" + name != sparing {
             removeDirectoryTree(directory + "/" + name)
             removed.append(directory + "/" + name)
         }

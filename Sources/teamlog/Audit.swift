@@ -85,7 +85,7 @@ struct Audit: ParsableCommand {
         if let copy = report.verifiedCopy, let verified {
             baseStore?.close()  // before the older copies go, the one it was may be among them
             baseStore = nil
-            let removed = Store.pruneVerifiedCopies(in: verified, keep: keepVerified)
+            let removed = Store.pruneVerifiedCopies(in: verified, keep: keepVerified, sparing: copy)
             try printOut(
                 "verified: \(copy) kept" + (removed.isEmpty ? "" : "; removed \(removed.joined(separator: ", "))"))
         }
