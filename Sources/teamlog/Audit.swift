@@ -23,7 +23,7 @@ struct Audit: ParsableCommand {
             valueName: "DIR"))
     var verified: String?
 
-    @Option(help: "Verified copies kept in --verified DIR, the newest (at least 1).")
+    @Option(help: ArgumentHelp("Verified copies kept in --verified DIR, the newest (at least 1).", valueName: "N"))
     var keepVerified: Int = 2
 
     func validate() throws {
