@@ -134,7 +134,7 @@ extension Store {
             }
         }
         if let keep, let verified {
-            do { report.verifiedCopy = try keepVerifiedCopy(verified, report: report, in: keep) } catch {
+            do { report.verifiedCopy = try keepVerifiedCopy(verified, report: report, base: base, in: keep) } catch {
                 report.verifiedCopyProblem = "\(error)"
             }
         }

@@ -52,7 +52,11 @@ extension Store {
 
     /// Keeps the scratch store of a clean audit as the verified copy at `report.seq` in `directory`
     /// (created when missing), unless one is there already. Returns its path.
-    func keepVerifiedCopy(_ scratch: ScratchStore, report: AuditReport, in directory: String) throws -> String {
+    /// `base`: the copy the audit started from, recorded in the `VERIFIED` file (a backup given as `--base`
+    /// is no verified copy: the new copy vouches for the history only as far as that backup does).
+    func keepVerifiedCopy(_ scratch: ScratchStore, report: AuditReport, base: Store?, in directory: String) throws
+        -> String
+    {
         precondition(report.ok, "only a clean audit's replay is kept")
         if mkdir(directory, 0o755) != 0 && errno != EEXIST {
             throw StoreError.system("cannot create \(directory)", call: "mkdir", path: directory)
@@ -80,7 +84,8 @@ extension Store {
                     code: .lmdb, message: "cannot copy the verified projections to \(partial): \(error)", cause: error)
             }
             try writeDurably(
-                partial + "/" + Self.verifiedMarker, verifiedDescription(report, hash: scratch.lastHash) + "\n")
+                partial + "/" + Self.verifiedMarker,
+                verifiedDescription(report, hash: scratch.lastHash, base: base) + "\n")
             try Environment.syncDirectory(partial)
             guard rename(partial, final) == 0 else {
                 // Another audit kept the same seq meanwhile: its copy serves.
@@ -99,7 +104,7 @@ extension Store {
     }
 
     /// The `VERIFIED` file's JSON: what was audited and how.
-    private func verifiedDescription(_ report: AuditReport, hash: [UInt8]) -> String {
+    private func verifiedDescription(_ report: AuditReport, hash: [UInt8], base: Store?) -> String {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)  // when the copy was made: not part of any projection
         return JSONValue.object([
@@ -107,6 +112,8 @@ extension Store {
             ("checkpointHash", .string(HashChain.hex(hash))),
             ("events", .int(Int64(report.events))),
             ("baseSeq", report.baseSeq.map { .int(Int64($0)) } ?? .null),
+            ("basePath", base.map { .string($0.env.path) } ?? .null),
+            ("baseVerified", base.map { .bool(Self.isVerifiedCopy($0.env.path)) } ?? .null),
             ("replayedEvents", .int(Int64(report.replayedEvents))),
             ("auditedStore", .string(env.path)),
             ("madeAtMs", .int(Int64(now.tv_sec) * 1_000 + Int64(now.tv_nsec) / 1_000_000)),

@@ -71,6 +71,7 @@ import Testing
         #expect(Self.same(try Self.tables(firstCopy), try Self.tables(path)), "the replay's tables are the store's")
         let marker = readTextFile(firstCopy + "/" + Store.verifiedMarker)
         #expect(marker.contains("\"checkpointSeq\":\(full.seq)") && marker.contains("\"baseSeq\":null"), "\(marker)")
+        #expect(marker.contains("\"baseVerified\":null"), "\(marker)")
 
         // More of the log; the next audit starts from the copy and replays only what came after it.
         try Self.feed(path, 800..<Self.lines.count)
@@ -88,7 +89,8 @@ import Testing
         let secondCopy = try #require(next.verifiedCopy)
         #expect(secondCopy != firstCopy)
         #expect(Self.same(try Self.tables(secondCopy), try Self.tables(path)))
-        #expect(readTextFile(secondCopy + "/" + Store.verifiedMarker).contains("\"baseSeq\":\(full.seq)"))
+        let secondMarker = readTextFile(secondCopy + "/" + Store.verifiedMarker)
+        #expect(secondMarker.contains("\"baseSeq\":\(full.seq)") && secondMarker.contains("\"baseVerified\":true"))
 
         // An audit at the same checkpoint keeps the copy there; pruning keeps the newest.
         let again = try BaseAuditTests.reader(path)
