@@ -76,11 +76,11 @@ extension Store {
         try audit(progress: progress, limits: ReplayLimits(), base: base)
     }
 
-    /// Audits as `audit(progress:)` — or from `base` as `audit(base:progress:)` when given — and, when the
-    /// audit is clean, keeps its replayed projections in `directory` as a verified copy at the checkpoint
-    /// audited (`keepVerifiedCopy`; `AuditReport.verifiedCopy`): the base of the next audit
+    /// Audits as `audit(progress:)` — or from `base` as `audit(base:progress:)` when given — and, given a
+    /// `directory` and a clean audit, keeps its replayed projections there as a verified copy at the
+    /// checkpoint audited (`keepVerifiedCopy`; `AuditReport.verifiedCopy`): the base of the next audit
     /// (`newestCopy(at:atOrBefore:excluding:verifiedOnly:)`), which then replays only the log after it.
-    public func audit(base: Store?, keepingVerifiedCopyIn directory: String, progress: ((Int) -> Void)? = nil)
+    public func audit(base: Store?, keepingVerifiedCopyIn directory: String?, progress: ((Int) -> Void)? = nil)
         throws -> AuditReport
     {
         try audit(progress: progress, limits: ReplayLimits(), base: base, keep: directory)

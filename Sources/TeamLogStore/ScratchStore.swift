@@ -29,6 +29,17 @@ public final class ScratchStore {
         self.path = path
     }
 
+    /// Writes the scratch store's checkpoint at the source's position: the last event replayed, its time,
+    /// and the source log's chained hash there. A projections-only scratch store's own checkpoints carry its
+    /// empty log's hash; a copy of its projections that stands for the source's (`repair`'s swap, a
+    /// verified copy) must carry the source's, which an open and `checkBaseHash` compare with the log.
+    @discardableResult
+    func checkpointAtSource() throws -> Checkpoint {
+        let position = Checkpoint(seq: UInt64(events), ts: store.checkpoint.ts, hash: lastHash)
+        try store.projectionEnv.write { txn in try store.pdbs.writeCheckpoint(txn, position) }
+        return position
+    }
+
     /// Closes the store and removes its directory.
     public func remove() {
         guard !removed else { return }

@@ -93,10 +93,9 @@ extension Store {
         // cut, copied beside `proj/` (compacted and synced, as a backup is) and swapped in whole. Before,
         // its tables were copied into `proj/` in one write transaction, whose dirty pages LMDB holds (to
         // 512 MiB) besides the pages it maps: 1.66 GB of peak RSS at 5M events.
-        let position = Checkpoint(seq: keep, ts: lastTs, hash: scratch.lastHash)
-        let count = try replayed.projectionEnv.write { txn in
-            try replayed.pdbs.writeCheckpoint(txn, position)
-            return try ProjectionTable.allCases.reduce(0) { $0 + Int(try txn.stat(replayed.pdbs.table($1)).entries) }
+        let position = try scratch.checkpointAtSource()
+        let count = try replayed.projectionEnv.read { txn in
+            try ProjectionTable.allCases.reduce(0) { $0 + Int(try txn.stat(replayed.pdbs.table($1)).entries) }
         }
         try swapProjections(from: replayed.projectionEnv)
         checkpoint = position

@@ -1,5 +1,5 @@
 import LMDB
-public import TeamLog
+import TeamLog
 
 #if canImport(Glibc)
     import Glibc
@@ -63,26 +63,15 @@ extension Store {
         }
         let final = directory + "/" + Self.verifiedCopyName(report.seq)
         if Self.isVerifiedCopy(final) { return final }
-        let replayed = scratch.store
-        // A projections-only scratch store's checkpoints carry its own (empty) log's hash: the copy's
-        // carries the audited log's at the checkpoint, which `checkBaseHash` asks of a base.
-        let position = Checkpoint(seq: report.seq, ts: replayed.checkpoint.ts, hash: scratch.lastHash)
-        try replayed.projectionEnv.write { txn in try replayed.pdbs.writeCheckpoint(txn, position) }
+        // Its checkpoint carries the audited log's hash, which `checkBaseHash` asks of a base.
+        try scratch.checkpointAtSource()
         // Named with this process's id: two audits keeping the same seq at once write apart.
         let partial = directory + "/.partial-" + Self.verifiedCopyName(report.seq) + "-\(getpid())"
         removeDirectoryTree(partial)  // what a killed audit of this pid left
-        let projPath = partial + "/" + ProjectionDatabases.directory
         do {
-            guard mkdir(partial, 0o755) == 0, mkdir(projPath, 0o755) == 0 else {
-                throw StoreError.system("cannot create \(projPath)", call: "mkdir", path: projPath)
-            }
-            do {
-                try replayed.projectionEnv.copy(to: projPath, durable: true)
-                try replayed.env.copy(to: partial, durable: true)
-            } catch let error as LMDBError {
-                throw StoreError(
-                    code: .lmdb, message: "cannot copy the verified projections to \(partial): \(error)", cause: error)
-            }
+            // Both environments, compacted and synced, as a backup of the scratch store (which removes
+            // what it wrote when it fails).
+            _ = try scratch.store.backup(to: partial)
             try writeDurably(
                 partial + "/" + Self.verifiedMarker,
                 verifiedDescription(report, hash: scratch.lastHash, base: base) + "\n")
@@ -186,5 +175,7 @@ private func writeDurably(_ path: String, _ text: String) throws {
         guard n > 0 else { throw StoreError.system("cannot write \(path)", call: "write", path: path) }
         offset += n
     }
-    guard fsync(fd) == 0 else { throw StoreError.system("cannot sync \(path)", call: "fsync", path: path) }
+    while fsync(fd) != 0 {
+        guard errno == EINTR else { throw StoreError.system("cannot sync \(path)", call: "fsync", path: path) }
+    }
 }

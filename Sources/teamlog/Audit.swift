@@ -52,12 +52,7 @@ struct Audit: ParsableCommand {
         }
         defer { baseStore?.close() }
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
-        let report: AuditReport
-        if let verified {
-            report = try store.audit(base: baseStore, keepingVerifiedCopyIn: verified, progress: update)
-        } else {
-            report = try baseStore.map { try store.audit(base: $0, progress: update) } ?? store.audit(progress: update)
-        }
+        let report = try store.audit(base: baseStore, keepingVerifiedCopyIn: verified, progress: update)
         // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
         progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)
@@ -106,7 +101,7 @@ extension Audit {
     /// against the digests its `VERIFIED` file recorded — unchanged, the difference is the store's; changed,
     /// the copy was damaged since it was kept. Of a backup, only a full audit can tell.
     func explainFailure(from basePath: String, _ base: Store) throws {
-        guard Store.isVerifiedCopy(basePath), let damage = try? base.verifiedCopyDamage() else {
+        guard let damage = try? base.verifiedCopyDamage() else {  // no verified copy (or unreadable)
             return try printOut(
                 "base: the difference may be the copy's as well as the store's: a full `teamlog audit` (no --base) tells"
             )
