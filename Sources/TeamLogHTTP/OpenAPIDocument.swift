@@ -15,7 +15,10 @@ public enum OpenAPIDocument {
             queries answer the SPEC §5 shapes from the live projections (a query sees every POST answered
             before it was sent). With `--token-file`, writes need `Authorization: Bearer <token>`; reads too
             with `--protect-reads` (`/healthz`, `/readyz`, `/metrics` and this document stay open).
-            Every error is `{"error":{"code":CODE,"message":TEXT}}`.
+            Every error is `{"error":{"code":CODE,"message":TEXT}}` (but a request the HTTP parser refuses
+            before any route runs: 400 without a body). An id in a path or in `?team=` that no op could name
+            (not UTF-8 once its `%XX` escapes are decoded, empty, over 128 bytes, a control character) is 400
+            `badId`. Other methods on a known path are 405 `methodNotAllowed` with `Allow`.
         servers:
           - url: http://127.0.0.1:8080
         components:
@@ -31,8 +34,9 @@ public enum OpenAPIDocument {
               description: >-
                 Answer as of this seq (a replay of the log up to it into a temporary store; from the server's
                 `--at-base` copy when its checkpoint is at or before the seq, else from seq 1). At most
-                `--at-replays` run at once: one more is 503 `atBusy` with `Retry-After`.
-              schema: { type: integer, minimum: 1 }
+                `--at-replays` run at once: one more is 503 `atBusy` with `Retry-After`. A seq past the log's
+                head is 400 `badRequest`.
+              schema: { type: integer, minimum: 1, maximum: 9223372036854775807 }
           responses:
             Error:
               description: An error object.
@@ -263,7 +267,8 @@ public enum OpenAPIDocument {
                   description: Records to answer, as `ingest --emit`.
                   schema: { enum: [all, events, none], default: all }
               requestBody:
-                required: true
+                required: false
+                description: An empty body is no ops (200, no records). A body whose framing is broken (a malformed chunk, fewer bytes than its `Content-Length`) is 400 `badRequest`, and nothing of it is decided.
                 content:
                   application/x-ndjson:
                     schema: { type: string, description: "JSON Lines of Op objects" }
@@ -287,7 +292,7 @@ public enum OpenAPIDocument {
             get:
               summary: A team and its members (SPEC §5 `team`).
               parameters:
-                - { name: team, in: path, required: true, schema: { type: string } }
+                - { name: team, in: path, required: true, schema: { type: string, minLength: 1 } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -304,7 +309,7 @@ public enum OpenAPIDocument {
             get:
               summary: A user's unread counts (SPEC §5 `unread`); a user with none has total 0.
               parameters:
-                - { name: user, in: path, required: true, schema: { type: string } }
+                - { name: user, in: path, required: true, schema: { type: string, minLength: 1 } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -320,7 +325,7 @@ public enum OpenAPIDocument {
             get:
               summary: Read and unread receivers of a needReceipt team message (SPEC §5 `receipts`).
               parameters:
-                - { name: messageId, in: path, required: true, schema: { type: string } }
+                - { name: messageId, in: path, required: true, schema: { type: string, minLength: 1 } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -337,7 +342,7 @@ public enum OpenAPIDocument {
             get:
               summary: A stored message or tip (`teamlog message`).
               parameters:
-                - { name: messageId, in: path, required: true, schema: { type: string } }
+                - { name: messageId, in: path, required: true, schema: { type: string, minLength: 1 } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -354,7 +359,7 @@ public enum OpenAPIDocument {
             get:
               summary: A signaling channel (SPEC §5 `channel`).
               parameters:
-                - { name: channel, in: path, required: true, schema: { type: string } }
+                - { name: channel, in: path, required: true, schema: { type: string, minLength: 1 } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -371,9 +376,9 @@ public enum OpenAPIDocument {
             get:
               summary: The `teamlog log` export, streamed (JSON Lines of ops that ingest accepts again).
               parameters:
-                - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, default: 1 } }
-                - { name: to, in: query, required: false, description: "Default: the head when the request arrived.", schema: { type: integer } }
-                - { name: team, in: query, required: false, schema: { type: string } }
+                - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, maximum: 9223372036854775807, default: 1 } }
+                - { name: to, in: query, required: false, description: "Default: the head when the request arrived.", schema: { type: integer, minimum: 1, maximum: 9223372036854775807 } }
+                - { name: team, in: query, required: false, description: "Only this team's ops (an id: 400 `badId` otherwise).", schema: { type: string, minLength: 1 } }
               responses:
                 "200":
                   description: JSON Lines of ops.
@@ -396,8 +401,8 @@ public enum OpenAPIDocument {
                 behind the window while connected gets `event: gone` and the stream ends. Idle streams get a
                 `: keep-alive` comment every 15 s.
               parameters:
-                - { name: from, in: query, required: false, schema: { type: integer, minimum: 1 } }
-                - { name: Last-Event-ID, in: header, required: false, schema: { type: integer } }
+                - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, maximum: 9223372036854775807 } }
+                - { name: Last-Event-ID, in: header, required: false, description: "The last seq seen; a value that is not a seq is ignored (the stream starts at the next event).", schema: { type: string } }
               responses:
                 "200":
                   description: An endless event stream.

@@ -80,7 +80,7 @@ public final class TeamLogServer: Service, Sendable {
         let byPath = Dictionary(grouping: Route.all, by: \.path)
         for (path, routes) in byPath {
             let allowed = routes.map(\.method)
-            for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"] where !allowed.contains(method) {
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "QUERY"] where !allowed.contains(method) {
                 router.on(RouterPath(routes[0].routerPath), method: HTTPRequest.Method(rawValue: method)!) {
                     _, _ -> Response in
                     var error = APIError(.methodNotAllowed, "methodNotAllowed", "\(method) is not allowed on \(path)")
@@ -154,6 +154,10 @@ public final class TeamLogServer: Service, Sendable {
         } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
             throw APIError(
                 .contentTooLarge, "payloadTooLarge", "the body is over the \(configuration.bodyLimit)-byte limit")
+        } catch {
+            // The client's framing (a malformed chunk size, a body shorter than its Content-Length): nothing
+            // was queued, so nothing is decided; the client's error, not the server's.
+            throw APIError(.badRequest, "badRequest", "the request body could not be read: \(error)")
         }
         let lines = ParsedLine.parseAll(Array(body.readableBytesView))
         let writer = self.writer
@@ -188,9 +192,7 @@ public final class TeamLogServer: Service, Sendable {
         let store = try readyStore()
         let answer: JSONValue?
         if let at = request.uri.queryParameters.get("at") {
-            guard let seq = UInt64(at), seq > 0 else {
-                throw APIError(.badRequest, "badRequest", "at must be a seq (a positive integer)")
-            }
+            let seq = try Self.seq(at, name: "at")
             let config = writer.config
             let shared = Shared(store)
             let atBase = configuration.atBase
@@ -254,14 +256,13 @@ public final class TeamLogServer: Service, Sendable {
         try authorize(request, write: false)
         let shared = Shared(try readyStore())
         let params = request.uri.queryParameters
-        func seq(_ name: String) throws -> UInt64? {
-            guard let text = params.get(name) else { return nil }
-            guard let value = UInt64(text) else { throw APIError(.badRequest, "badRequest", "\(name) must be a seq") }
-            return value
-        }
+        func seq(_ name: String) throws -> UInt64? { try params.get(name).map { try Self.seq($0, name: name) } }
         let from = try seq("from") ?? 1
         let to = try seq("to") ?? writer.committedSeq
-        let team = params.get("team").map { Id($0) }
+        // From the raw query: `queryParameters` decodes `%XX` lossily (`%FF` would name the team "\u{FFFD}").
+        let team = try Self.rawQueryValue(request.uri.query, "team").map {
+            Id(try Self.id(percentDecodedBytes($0), name: "team"))
+        }
         let queue = ChunkQueue<UInt8>(depth: 4)
         struct Stopped: Error {}
         guard
@@ -308,12 +309,11 @@ public final class TeamLogServer: Service, Sendable {
         }
         var from = window.nextSeq
         if let text = request.uri.queryParameters.get("from") {
-            guard let value = UInt64(text), value > 0 else {
-                throw APIError(.badRequest, "badRequest", "from must be a seq (a positive integer)")
-            }
-            from = value
-        } else if let last = request.headers[HTTPField.Name("Last-Event-ID")!], let value = UInt64(last) {
-            from = value + 1
+            from = try Self.seq(text, name: "from")
+        } else if let last = request.headers[HTTPField.Name("Last-Event-ID")!], let value = UInt64(last),
+            value < UInt64(Int64.max)
+        {
+            from = value + 1  // a value that is not a seq is ignored, as a browser's EventSource may send any
         }
         let oldest = window.oldestSeq
         if from < oldest {
@@ -407,11 +407,40 @@ public final class TeamLogServer: Service, Sendable {
         }
     }
 
+    /// A path segment's id, its `%XX` escapes decoded: 400 `badId` for what no op could name (invalid UTF-8,
+    /// a control character, empty, over 128 bytes), as a line naming it would be rejected.
     private func parameter(_ name: String, _ context: BasicRequestContext) throws -> String {
         guard let value = context.parameters.get(name) else {
             throw APIError(.badRequest, "badRequest", "missing \(name)")
         }
-        return percentDecoded(value)
+        return try Self.id(percentDecodedBytes(value), name: name)
+    }
+
+    /// `bytes` as an id, or 400 `badId` (SPEC: an id is non-empty UTF-8 of at most 128 bytes, no controls).
+    static func id(_ bytes: [UInt8], name: String) throws -> String {
+        guard let id = String(validating: bytes, as: UTF8.self) else {
+            throw APIError(.badRequest, "badId", "\(name) is not valid UTF-8")
+        }
+        if let problem = Ids.problem(id) { throw APIError(.badRequest, "badId", "\(name) \(problem)") }
+        return id
+    }
+
+    /// The still percent-encoded value of the first `name=` in a raw query string.
+    static func rawQueryValue(_ query: String?, _ name: String) -> String? {
+        guard let query else { return nil }
+        for pair in query.split(separator: "&", omittingEmptySubsequences: true) {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts[0] == name { return parts.count > 1 ? String(parts[1]) : "" }
+        }
+        return nil
+    }
+
+    /// A seq given as text (`?at=`, `?from=`, `?to=`): 1 through 2^63 − 1 (as JSON carries it), else 400.
+    static func seq(_ text: String, name: String) throws -> UInt64 {
+        guard let value = UInt64(text), value > 0, value <= UInt64(Int64.max) else {
+            throw APIError(.badRequest, "badRequest", "\(name) must be a seq (an integer from 1 to 2^63 - 1)")
+        }
+        return value
     }
 
     private func json(_ value: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
@@ -445,10 +474,11 @@ func onThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async thr
     }
 }
 
-/// `%XX` escapes of a path segment decoded (ids may hold any character); a malformed escape stays as is.
-func percentDecoded(_ text: String) -> String {
-    guard text.utf8.contains(UInt8(ascii: "%")) else { return text }
+/// The bytes of a path segment with its `%XX` escapes decoded (ids may hold any character; not checked to
+/// be UTF-8); a malformed escape stays as is.
+func percentDecodedBytes(_ text: String) -> [UInt8] {
     let bytes = Array(text.utf8)
+    guard bytes.contains(UInt8(ascii: "%")) else { return bytes }
     var out: [UInt8] = []
     var i = 0
     func hex(_ b: UInt8) -> UInt8? {
@@ -468,7 +498,7 @@ func percentDecoded(_ text: String) -> String {
             i += 1
         }
     }
-    return String(decoding: out, as: UTF8.self)
+    return out
 }
 
 /// A count of slots, taken without waiting (`take` says whether one was free) and given back.

@@ -8,6 +8,12 @@ import TeamLogRuntime
 import TeamLogStore
 import TestSupport
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// A real server on an ephemeral loopback port over a real LMDB store in a temporary directory, driven
 /// by a real HTTP client (AsyncHTTPClient); `stop()` shuts it down gracefully like SIGTERM does.
 final class LiveServer: @unchecked Sendable {
@@ -146,4 +152,43 @@ func readEvents(
         }
     }
     return (200, events)
+}
+
+/// Sends `request` as raw bytes on a new loopback connection to `port` and reads the answer until the
+/// server closes (for requests an HTTP client will not send: broken framing, undecodable escapes). With
+/// `halfClose` the connection's sending side is shut after the request (a body that ends early); without
+/// it the request should say `Connection: close` (a server may drop a half-closed connection's answer).
+func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) throws -> String {
+    #if canImport(Glibc)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #else
+        let fd = socket(AF_INET, SOCK_STREAM, 0)
+    #endif
+    guard fd >= 0 else { throw ChildProcessError("socket: \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else { throw ChildProcessError("connect: \(errno)") }
+    var timeout = timeval(tv_sec: 10, tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    var sent = 0
+    while sent < request.count {
+        let n = request[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { throw ChildProcessError("write: \(errno)") }
+        sent += n
+    }
+    if halfClose { shutdown(fd, Int32(SHUT_WR)) }
+    var answer: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { break }
+        answer += buffer[0..<n]
+    }
+    return String(decoding: answer, as: UTF8.self)
 }

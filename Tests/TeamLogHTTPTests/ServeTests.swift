@@ -319,6 +319,61 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 
+    /// What a fuzzer sent (schemathesis and hand-made requests, twenty-eighth session): broken framing of a
+    /// body is the client's error (400, not 500 `internal`), an id no op could name is 400 `badId` (not
+    /// decoded lossily: `%FF` named the team "\u{FFFD}"), every seq parameter is 1…2^63−1, and methods the
+    /// router does not know on a known path are 405 with `Allow`.
+    @Test func hostileRequestsAreTheClientsErrors() async throws {
+        let server = try await LiveServer()
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        let chunked = try sendRaw(
+            Array("POST /v1/ops HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nZZZ\r\n".utf8),
+            port: server.port)
+        #expect(chunked.hasPrefix("HTTP/1.1 400"), "\(chunked)")
+        #expect(chunked.contains(#""code":"badRequest""#), "\(chunked)")
+        let short = try sendRaw(
+            Array("POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"op\"".utf8), port: server.port,
+            halfClose: true)
+        #expect(short.isEmpty || short.hasPrefix("HTTP/1.1 400"), "\(short)")
+        // Sent as raw bytes: an HTTP client may normalize a path's escapes before sending it.
+        func get(_ target: String) throws -> (status: Int, json: JSONValue) {
+            let answer = try sendRaw(Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), port: server.port)
+            let status = Int(answer.split(separator: " ").dropFirst().first ?? "") ?? 0
+            let body = answer.range(of: "\r\n\r\n").map { String(answer[$0.upperBound...]) } ?? ""
+            return (status, (try? JSONParser.parse(body)) ?? .null)
+        }
+        for path in [
+            "/v1/teams/%FF", "/v1/users/%00/unread", "/v1/users/" + String(repeating: "u", count: 129) + "/unread",
+            "/v1/messages/%C0%80", "/v1/channels/%7F", "/v1/log?team=%FF", "/v1/log?team=",
+        ] {
+            let reply = try get(path)
+            #expect(reply.status == 400, "\(path)")
+            #expect(reply.json["error"]?["code"] == .string("badId"), "\(path): \(reply.json)")
+        }
+        // A valid id, percent-encoded, is still that id.
+        let encoded = try get("/v1/teams/%6Fps")
+        #expect(encoded.status == 200)
+        #expect(encoded.json == (try await send("GET", server.base + "/v1/teams/ops").json))
+        for path in [
+            "/v1/log?from=0", "/v1/log?to=0", "/v1/log?from=9223372036854775808", "/v1/teams/ops?at=0",
+            "/v1/teams/ops?at=99999999999999999999", "/v1/records?from=9223372036854775808",
+        ] {
+            let reply = try await send("GET", server.base + path)
+            #expect(reply.status == 400, "\(path)")
+            #expect(reply.json["error"]?["code"] == .string("badRequest"), "\(path): \(reply.body)")
+        }
+        for method in ["OPTIONS", "TRACE", "QUERY"] {
+            let reply = try await send(method, server.base + "/v1/status")
+            #expect(reply.status == 405, "\(method)")
+            #expect(reply.header("allow") == "GET", "\(method)")
+            #expect(reply.json["error"]?["code"] == .string("methodNotAllowed"), "\(method)")
+        }
+        let metrics = try await send("GET", server.base + "/metrics").body
+        #expect(!metrics.contains(#"status="500""#), "\(metrics)")
+        #expect(try await send("GET", server.base + "/readyz").json["ready"] == .bool(true))
+        try await server.stop()
+    }
+
     @Test func metricsCountOpsCommitsAndRequests() async throws {
         let server = try await LiveServer()
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines + ["nope", exampleLines[0]]))

@@ -160,6 +160,31 @@ import Testing
             #expect(again == op, "\(text)")
         }
     }
+
+    /// Content with invalid UTF-8, an unpaired surrogate escape or a number beyond a `Double` is accepted and
+    /// kept as every output shows it (U+FFFD, `null`), so its export parses to the same op and the log's
+    /// codec keeps it (found by `tools/fuzz.sh line`: the raw bytes and the infinity came back changed).
+    @Test func contentIsKeptAsItIsShown() throws {
+        var line = Array(#"{"op":"message.send","actor":"a","to":{"type":"team","id":"t"},"messageId":"m","#.utf8)
+        line += Array(#""content":{"type":"text","text":"a"#.utf8) + [0xFF, 0xC0, 0x80] + Array("b\\ud800\"".utf8)
+        line += Array(#","n":[1e400,-1e400,2.5],"o":{"k":"\ude00"}}}"#.utf8)
+        let op = try OpParser.parse(line: line).get()
+        guard case .messageSend(let m) = op.body else { Issue.record("not a send: \(op)"); return }
+        let expected: JSONValue = .object([
+            ("type", .string("text")), ("text", .string("a\u{FFFD}\u{FFFD}\u{FFFD}b\u{FFFD}")),
+            ("n", .array([.null, .null, .double(2.5)])), ("o", .object([("k", .string("\u{FFFD}"))])),
+        ])
+        #expect(m.content == expected)
+        #expect(!m.content.needsRepair)
+        #expect(try OpParser.parse(line: op.jsonLine).get() == op)
+        var accepted = op
+        accepted.ts = 5
+        let event = Event(seq: 1, ts: 5, op: accepted)
+        #expect(try EventCodec.decode(seq: 1, EventCodec.encode(event)) == event)
+        // A modify's content too.
+        let modify = try OpParser.parse(line: Array(#"{"op":"message.modify","actor":"a","messageId":"m","content":{"type":"text","x":1e999,"t":"\udfff"}}"#.utf8)).get()
+        #expect(modify.body == .messageModify(messageId: "m", content: .object([("type", .string("text")), ("x", .null), ("t", .string("\u{FFFD}"))])))
+    }
 }
 
 extension Result where Failure == Rejection {

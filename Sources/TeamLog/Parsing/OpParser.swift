@@ -347,11 +347,17 @@ struct Fields {
 
     /// Message content: an object with a string `type` (shape only: which types a client may send is
     /// `decide`'s rule, checked after a reused message id).
+    ///
+    /// Strings with invalid UTF-8 (or unpaired surrogate escapes) and numbers beyond a `Double`'s range are
+    /// accepted in content and kept as every output shows them, each bad sequence a U+FFFD and each such
+    /// number `null` (`JSONValue.repaired`): so the log holds what readers see, and `teamlog log` exports an
+    /// op that is accepted again as the same op. (Logs written before this kept the raw bytes; their events
+    /// replay as they always did, and are shown repaired.)
     func requiredContent(_ key: String) throws(Rejection) -> JSONValue {
         guard let v = try lookup(key) else { throw missing(key) }
         guard case .object = v else { throw bad(key, "must be an object with a \"type\"") }
         _ = try Fields(v, prefix: prefix + key + ".").requiredText("type")
-        return v
+        return v.repaired
     }
 
     /// An object of string values (message metadata), in the order given.
