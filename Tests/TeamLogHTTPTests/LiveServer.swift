@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Dispatch
 import Hummingbird
 import Logging
 import ServiceLifecycle
@@ -158,7 +159,19 @@ func readEvents(
 /// server closes (for requests an HTTP client will not send: broken framing, undecodable escapes). With
 /// `halfClose` the connection's sending side is shut after the request (a body that ends early); without
 /// it the request should say `Connection: close` (a server may drop a half-closed connection's answer).
-func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) throws -> String {
+///
+/// The socket blocks: it is read on a thread of Dispatch's pool, not on one of Swift concurrency's few
+/// threads (the server's handlers run there: with both of a 2-core machine's blocked, the answer waited
+/// for the read's timeout).
+func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) async throws -> String {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(with: Result { try exchangeBlocking(request, port: port, halfClose: halfClose) })
+        }
+    }
+}
+
+private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool) throws -> String {
     #if canImport(Glibc)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else

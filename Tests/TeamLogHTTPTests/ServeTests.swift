@@ -326,18 +326,18 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
     @Test func hostileRequestsAreTheClientsErrors() async throws {
         let server = try await LiveServer()
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
-        let chunked = try sendRaw(
+        let chunked = try await sendRaw(
             Array("POST /v1/ops HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\nZZZ\r\n".utf8),
             port: server.port)
         #expect(chunked.hasPrefix("HTTP/1.1 400"), "\(chunked)")
         #expect(chunked.contains(#""code":"badRequest""#), "\(chunked)")
-        let short = try sendRaw(
+        let short = try await sendRaw(
             Array("POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"op\"".utf8), port: server.port,
             halfClose: true)
         #expect(short.isEmpty || short.hasPrefix("HTTP/1.1 400"), "\(short)")
         // Sent as raw bytes: an HTTP client may normalize a path's escapes before sending it.
-        func get(_ target: String) throws -> (status: Int, json: JSONValue) {
-            let answer = try sendRaw(Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), port: server.port)
+        func get(_ target: String) async throws -> (status: Int, json: JSONValue) {
+            let answer = try await sendRaw(Array("GET \(target) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8), port: server.port)
             let status = Int(answer.split(separator: " ").dropFirst().first ?? "") ?? 0
             let body = answer.range(of: "\r\n\r\n").map { String(answer[$0.upperBound...]) } ?? ""
             return (status, (try? JSONParser.parse(body)) ?? .null)
@@ -346,12 +346,12 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
             "/v1/teams/%FF", "/v1/users/%00/unread", "/v1/users/" + String(repeating: "u", count: 129) + "/unread",
             "/v1/messages/%C0%80", "/v1/channels/%7F", "/v1/log?team=%FF", "/v1/log?team=",
         ] {
-            let reply = try get(path)
+            let reply = try await get(path)
             #expect(reply.status == 400, "\(path)")
             #expect(reply.json["error"]?["code"] == .string("badId"), "\(path): \(reply.json)")
         }
         // A valid id, percent-encoded, is still that id.
-        let encoded = try get("/v1/teams/%6Fps")
+        let encoded = try await get("/v1/teams/%6Fps")
         #expect(encoded.status == 200)
         #expect(encoded.json == (try await send("GET", server.base + "/v1/teams/ops").json))
         for path in [
