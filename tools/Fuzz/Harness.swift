@@ -22,7 +22,7 @@ private enum Target: String {
     case line, json, event, encode
 }
 
-nonisolated(unsafe) private let target: Target = {
+private let target: Target = {
     guard let name = getenv("FUZZ_TARGET").map({ String(cString: $0) }) else { return .line }
     guard let target = Target(rawValue: name) else { fatalError("FUZZ_TARGET \(name): not line, json or event") }
     return target
