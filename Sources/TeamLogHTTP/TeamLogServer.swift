@@ -148,15 +148,6 @@ public final class TeamLogServer: Service, Sendable {
             throw APIError(.badRequest, "badRequest", "emit must be all, events or none")
         }
         _ = try readyStore()
-        // A declared length over the limit is refused before a byte of the body is read (the client may
-        // stop sending it), as one found over it while reading is.
-        if let declared = request.headers[.contentLength].flatMap({ UInt64($0) }),
-            declared > UInt64(configuration.bodyLimit)
-        {
-            throw APIError(
-                .contentTooLarge, "payloadTooLarge",
-                "the body is \(declared) bytes, over the \(configuration.bodyLimit)-byte limit")
-        }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: configuration.bodyLimit)
