@@ -44,6 +44,13 @@ public enum OpenAPIDocument {
                 application/json:
                   schema: { $ref: "#/components/schemas/Error" }
           schemas:
+            Id:
+              description: >-
+                An id (SPEC): non-empty UTF-8 of at most 128 bytes (a length no JSON Schema keyword counts; more is
+                400 `badId`) without control characters (C0, DEL, C1).
+              type: string
+              minLength: 1
+              pattern: "^[^\\x00-\\x1F\\x7F-\\x9F]+$"
             Error:
               type: object
               required: [error]
@@ -292,7 +299,7 @@ public enum OpenAPIDocument {
             get:
               summary: A team and its members (SPEC §5 `team`).
               parameters:
-                - { name: team, in: path, required: true, schema: { type: string, minLength: 1 } }
+                - { name: team, in: path, required: true, schema: { $ref: "#/components/schemas/Id" } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -309,7 +316,7 @@ public enum OpenAPIDocument {
             get:
               summary: A user's unread counts (SPEC §5 `unread`); a user with none has total 0.
               parameters:
-                - { name: user, in: path, required: true, schema: { type: string, minLength: 1 } }
+                - { name: user, in: path, required: true, schema: { $ref: "#/components/schemas/Id" } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -325,7 +332,7 @@ public enum OpenAPIDocument {
             get:
               summary: Read and unread receivers of a needReceipt team message (SPEC §5 `receipts`).
               parameters:
-                - { name: messageId, in: path, required: true, schema: { type: string, minLength: 1 } }
+                - { name: messageId, in: path, required: true, schema: { $ref: "#/components/schemas/Id" } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -342,7 +349,7 @@ public enum OpenAPIDocument {
             get:
               summary: A stored message or tip (`teamlog message`).
               parameters:
-                - { name: messageId, in: path, required: true, schema: { type: string, minLength: 1 } }
+                - { name: messageId, in: path, required: true, schema: { $ref: "#/components/schemas/Id" } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -359,7 +366,7 @@ public enum OpenAPIDocument {
             get:
               summary: A signaling channel (SPEC §5 `channel`).
               parameters:
-                - { name: channel, in: path, required: true, schema: { type: string, minLength: 1 } }
+                - { name: channel, in: path, required: true, schema: { $ref: "#/components/schemas/Id" } }
                 - $ref: "#/components/parameters/at"
               responses:
                 "200":
@@ -378,7 +385,7 @@ public enum OpenAPIDocument {
               parameters:
                 - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, maximum: 9223372036854775807, default: 1 } }
                 - { name: to, in: query, required: false, description: "Default: the head when the request arrived.", schema: { type: integer, minimum: 1, maximum: 9223372036854775807 } }
-                - { name: team, in: query, required: false, description: "Only this team's ops (an id: 400 `badId` otherwise).", schema: { type: string, minLength: 1 } }
+                - { name: team, in: query, required: false, description: "Only this team's ops (an id: 400 `badId` otherwise).", schema: { $ref: "#/components/schemas/Id" } }
               responses:
                 "200":
                   description: JSON Lines of ops.
