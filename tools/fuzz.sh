@@ -15,6 +15,9 @@ shift $(( $# >= 2 ? 2 : 1 ))
 mkdir -p .build-fuzz
 binary=.build-fuzz/fuzz-teamlog
 sources=$(find Sources/TeamLog -name '*.swift' | sort)
+# One build at a time: two targets started together wait for the first one's build.
+exec 9>.build-fuzz/build.lock
+flock 9
 if [ ! -x "$binary" ] || [ -n "$(find Sources/TeamLog tools/Fuzz -name '*.swift' -newer "$binary")" ]; then
     echo "fuzz.sh: building $binary" >&2
     # shellcheck disable=SC2086
@@ -22,6 +25,7 @@ if [ ! -x "$binary" ] || [ -n "$(find Sources/TeamLog tools/Fuzz -name '*.swift'
         -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault \
         $sources tools/Fuzz/Harness.swift -o "$binary"
 fi
+flock -u 9
 corpus=.build-fuzz/corpus-$target
 mkdir -p "$corpus"
 if [ -z "$(ls -A "$corpus")" ]; then
