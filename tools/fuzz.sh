@@ -9,6 +9,8 @@
 # current directory; replay one with `FUZZ_TARGET=TARGET .build-fuzz/fuzz-teamlog crash-…`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Swift's crash reporter waits on a fuzzer's crash under ASan (it hung); libFuzzer prints the stack itself.
+export SWIFT_BACKTRACE=enable=no
 target=${1:?usage: tools/fuzz.sh line|json|event [SECONDS] [libFuzzer options…]}
 seconds=${2:-60}
 shift $(( $# >= 2 ? 2 : 1 ))
@@ -48,4 +50,4 @@ if [ -z "$(ls -A "$corpus")" ]; then
         ;;
     esac
 fi
-exec env SWIFT_BACKTRACE=enable=no FUZZ_TARGET="$target" "$binary" "$corpus" -max_total_time="$seconds" -max_len=4096 "$@"
+exec env FUZZ_TARGET="$target" "$binary" "$corpus" -max_total_time="$seconds" -max_len=4096 "$@"

@@ -1,10 +1,9 @@
 import AsyncHTTPClient
-import Dispatch
 import Hummingbird
 import Logging
 import ServiceLifecycle
 import TeamLog
-import TeamLogHTTP
+@testable import TeamLogHTTP
 import TeamLogRuntime
 import TeamLogStore
 import TestSupport
@@ -160,15 +159,11 @@ func readEvents(
 /// `halfClose` the connection's sending side is shut after the request (a body that ends early); without
 /// it the request should say `Connection: close` (a server may drop a half-closed connection's answer).
 ///
-/// The socket blocks: it is read on a thread of Dispatch's pool, not on one of Swift concurrency's few
-/// threads (the server's handlers run there: with both of a 2-core machine's blocked, the answer waited
-/// for the read's timeout).
+/// The socket blocks: it is read on a thread of Dispatch's pool (`onThread`), not on one of Swift
+/// concurrency's few threads (the server's handlers run there: with both of a 2-core machine's blocked, the
+/// answer waited for the read's timeout).
 func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) async throws -> String {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async {
-            continuation.resume(with: Result { try exchangeBlocking(request, port: port, halfClose: halfClose) })
-        }
-    }
+    try await onThread { try exchangeBlocking(request, port: port, halfClose: halfClose) }
 }
 
 private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool) throws -> String {
