@@ -250,6 +250,9 @@ public final class Processor {
                     }
                     pipeline.recycle(chunk)
                 case .timeout:
+                    // Idle: the checkpoint a commit would have started, so other processes' queries are
+                    // not left behind by the last burst for as long as the feed stays quiet.
+                    if deadline == nil && !store.isCommitting && inFlightOut.isEmpty { _ = store.checkpointIfIdle() }
                     continue
                 case .end:
                     break loop

@@ -292,9 +292,15 @@ public final class WriterService: @unchecked Sendable {
         // committer thread, this thread decides the next group; a group is answered once durable, in order.
         var inFlight: Group?
         while true {
+            // Idle (no group in flight): a checkpoint the quiet would otherwise hold back (`checkpointIfIdle`),
+            // and a wait for submissions no longer than until it is due or done.
+            let idleWaitMs = inFlight == nil ? store.checkpointIfIdle() : nil
             let (batch, confirmed, stopping): ([Submission], [UInt64], Bool) = monitor.locked {
                 // With a group in flight, take what is queued without waiting (nothing: finish that group).
-                if inFlight == nil { monitor.wait { !queue.isEmpty || stopRequested || !published.isEmpty } }
+                if inFlight == nil {
+                    let ready = { !self.queue.isEmpty || self.stopRequested || !self.published.isEmpty }
+                    if let idleWaitMs { _ = monitor.wait(until: ready, timeoutMs: idleWaitMs) } else { monitor.wait(until: ready) }
+                }
                 defer {
                     queue.removeAll()
                     published.removeAll()

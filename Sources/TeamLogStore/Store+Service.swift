@@ -1,5 +1,6 @@
 public import LMDB
 public import TeamLog
+import TeamLogThreads
 
 /// What a long-running writer process (`teamlog serve`) needs besides the CLI's API: reads of the stored
 /// projections from threads other than the writer's, and the log export in chunks.
@@ -77,4 +78,30 @@ extension Store {
         if inFlightCheckpointIsDone { finishCheckpoint() }
         return checkpoint.seq
     }
+
+    /// A writer's checkpoint while its input is idle. Checkpoints start at commits (`checkpointDue`), so
+    /// a writer whose feed went quiet after a burst left the stored projections — what other processes'
+    /// queries and `teamlog status` read — behind by that burst for as long as the quiet lasted (and the
+    /// next open replayed it). A writer's loop calls this while it waits for input, with no op pending
+    /// and no commit in flight (else it does nothing): it takes the position of a checkpoint that has
+    /// finished, and starts the next once `checkpointMs` has passed since the last one started, when ops
+    /// (or a failed checkpoint's records) are waiting for it. Returns how many milliseconds the caller may
+    /// wait before calling again (at most a minute); `nil` when nothing waits for a checkpoint until more
+    /// ops come.
+    public func checkpointIfIdle() -> Int? {
+        guard refusal == nil, writerLock != nil, !isCommitting, pendingCount == 0 else { return nil }
+        guard inFlightCheckpointIsDone else { return Self.idleCheckpointPollMs }
+        finishCheckpoint()
+        guard
+            opsSinceCheckpoint > 0 || !world.changes.isEmpty || !carriedChanges.isEmpty
+                || !checkpointBuffer.isEmpty || checkpointFailed
+        else { return nil }
+        let since = MonotonicClock.milliseconds() - lastCheckpointMs
+        if since < Int64(options.checkpointMs) { return Int(min(Int64(options.checkpointMs) - since, 60_000)) }
+        startCheckpoint(after: nil)  // every op it reaches is durable: nothing is pending or in flight
+        return Self.idleCheckpointPollMs
+    }
+
+    /// How often an idle writer looks whether its checkpoint has finished (`checkpointIfIdle`).
+    static let idleCheckpointPollMs = 20
 }

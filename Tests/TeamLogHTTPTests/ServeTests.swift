@@ -174,6 +174,29 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 
+    /// A server whose clients go quiet still checkpoints (`WriterService` waits for submissions no longer
+    /// than until the checkpoint is due): what other processes read (`teamlog team`, `status`) reaches the
+    /// last op within `checkpointMs` of quiet, with no further write to start it at a commit.
+    @Test func anIdleServerCheckpointsItsLastOps() async throws {
+        var options = WriterService.Options()
+        options.store.noSync = true
+        options.store.checkpointMs = 300
+        let server = try await LiveServer(options: options)
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        let head = try #require(try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue)
+        #expect(head > 0)
+        let deadline = ContinuousClock.now + .seconds(20)
+        while try await send("GET", server.base + "/v1/status").json["checkpointSeq"]?.intValue != head {
+            try #require(ContinuousClock.now < deadline, "the idle writer checkpoints seq \(head) within 20 s")
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let team = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["team", "ops", "--store", server.path, "--json"],
+            stderr: server.directory.child("team.err"), timeout: 60)
+        #expect(team.status == .exited(0), "another process reads the checkpointed team")
+        try await server.stop()
+    }
+
     /// `serve --at-base DIR`: `?at=SEQ` starts from the copy when its checkpoint is at or before SEQ (a
     /// record taken out of the copy shows in the answer), from seq 1 when the copy is past SEQ, and a copy
     /// that is gone is a 500 `atBase`.

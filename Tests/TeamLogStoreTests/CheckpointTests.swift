@@ -360,6 +360,45 @@ import Testing
         #expect(try JSONParser.parse(try #require(found.lines.first))["memberCount"]?.intValue == 2)
     }
 
+    /// A writer whose feed goes quiet after a burst still checkpoints: checkpoints start at commits, and
+    /// with no commit coming the projections other processes read stayed behind by the burst for as long
+    /// as the quiet lasted. Now the idle writer starts the checkpoint itself once `--checkpoint-ms` has
+    /// passed (here 2 s after its open, well after the one op's commit), and another process reads the op
+    /// while the writer still runs.
+    @Test func anIdleWriterCheckpointsWithinTheInterval() throws {
+        let directory = TemporaryDirectory("checkpoint-idle")
+        let input = directory.child("in.jsonl")
+        let feed = try LiveFeed(.growingFile, path: input)
+        let path = directory.child("store")
+        let exe = TestSupport.teamlogExecutable
+        let create = #"{"op":"team.create","actor":"own","team":"idle1","members":["a"],"ts":1767225600000}"#
+        _ = try feed.write(ArraySlice(Array(create.utf8) + [0x0A]))
+        let writer = try ChildProcess(
+            exe,
+            [
+                "ingest", input, "--store", path, "--follow", "--flush-ms", "5", "--emit", "events",
+                "--checkpoint-ops", Self.never, "--checkpoint-ms", "2000",
+            ],
+            stderr: directory.child("writer.err"))
+        #expect(try StreamCrashTests.waitForOutput(writer, containing: #""seq":1,"#, timeout: 30))
+        let deadline = ContinuousClock.now + .seconds(30)
+        var lag: Int64? = nil
+        repeat {
+            let status = try ChildProcess.run(exe, ["status", "--store", path, "--json"], timeout: 30)
+            let view = try JSONParser.parse(try #require(status.lines.first))
+            #expect(view["writerPid"]?.intValue == Int64(writer.pid), "the writer still runs")
+            lag = view["lag"]?.intValue
+            if lag == 0 { break }
+            usleep(100_000)
+        } while ContinuousClock.now < deadline
+        #expect(lag == 0, "the idle writer checkpointed the op")
+        let team = try ChildProcess.run(exe, ["team", "idle1", "--store", path, "--json"], timeout: 30)
+        #expect(team.status == .exited(0), "another process reads the op while the writer runs")
+        writer.kill(SIGTERM)
+        #expect(writer.wait() == .exited(0))
+        feed.close()
+    }
+
     /// The projections are a cache: deleted, a writer rebuilds them from the log; readers say so meanwhile.
     @Test func deletedProjectionsAreRebuiltFromTheLog() throws {
         let directory = TemporaryDirectory("checkpoint-rebuild")
