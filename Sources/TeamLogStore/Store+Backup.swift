@@ -50,6 +50,17 @@ extension Store {
     /// On failure the directory is removed when this call created it, emptied otherwise.
     public func backup(to path: String, progress: ((Int) -> Void)? = nil) throws -> BackupReport {
         try Self.refuseVerifiedCopy(env.path, "a backup")
+        // Inside the store, a copy would be removed without a word by the next `repair` (which swaps
+        // `proj/`) or `compact` (which swaps the whole directory) — and copied into the next backup.
+        let store = Self.canonicalPath(env.path)
+        let destination = Self.canonicalPath(path)
+        if destination == store || destination.hasPrefix(store.hasSuffix("/") ? store : store + "/") {
+            throw StoreError(
+                code: .other,
+                message: "backup destination \(path) is inside the store \(env.path): `repair` and `compact` would "
+                    + "remove it; name a directory outside the store",
+                path: path)
+        }
         let created = mkdir(path, 0o755) == 0
         if !created {
             let error = errno
@@ -124,5 +135,28 @@ extension Store {
     static func fileSize(_ path: String) -> Int {
         var st = stat()
         return stat(path, &st) == 0 ? Int(st.st_size) : 0
+    }
+}
+
+extension Store {
+    /// `path` made absolute with every symbolic link resolved (`realpath`), for a path whose last component
+    /// need not exist yet (a backup's new directory): its parent is resolved and the name appended.
+    static func canonicalPath(_ path: String) -> String {
+        if let resolved = realpath(path, nil) {
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        var absolute = path
+        if !absolute.hasPrefix("/"), let cwd = getcwd(nil, 0) {
+            absolute = String(cString: cwd) + "/" + path
+            free(cwd)
+        }
+        while absolute.count > 1 && absolute.hasSuffix("/") { absolute.removeLast() }
+        guard let slash = absolute.lastIndex(of: "/") else { return absolute }
+        let name = String(absolute[absolute.index(after: slash)...])
+        let parent = slash == absolute.startIndex ? "/" : String(absolute[..<slash])
+        guard name != "." && name != ".." else { return absolute }
+        let resolvedParent = canonicalPath(parent)
+        return resolvedParent.hasSuffix("/") ? resolvedParent + name : resolvedParent + "/" + name
     }
 }

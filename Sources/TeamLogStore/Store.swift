@@ -33,6 +33,9 @@ public final class Store {
         public var requestedConfig = ConfigRequest()
         /// Open for queries only.
         public var readOnly: Bool = false
+        /// A writer that must find a store at the path (`repair`): where there is none, the open throws
+        /// `.notAStore` as a reader's does and creates nothing. A writer creates a new store by default.
+        public var mustExist: Bool = false
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
         public var waitForWriter: Bool = false
         /// Verify the whole hash chain when opening for writing (a hash-only scan of every record). Off by
@@ -218,6 +221,12 @@ public final class Store {
                     code: .other,
                     message: "\(path) is a verified copy of a store's projections (`teamlog audit --verified`), "
                         + "with no log: a base for `audit`, `--at` and `serve --at-base`, not a store to write",
+                    path: path)
+            }
+            if options.mustExist && access(path + "/data.mdb", F_OK) != 0 {
+                throw StoreError(
+                    code: .notAStore,
+                    message: "no teamlog store at \(path) (no data file); `teamlog ingest --store \(path)` creates one",
                     path: path)
             }
             if mkdir(path, 0o755) != 0 && errno != EEXIST {

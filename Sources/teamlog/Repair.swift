@@ -13,6 +13,7 @@ struct Repair: ParsableCommand {
         Allocator.setFreedPagesDecay(milliseconds: 1_000)
         var options = Store.Options()
         options.verifyChainAtOpen = false
+        options.mustExist = true  // a mistyped path is an error, not a new empty store "repaired"
         let store: Store
         do { store = try Store(path: storeOptions.path, options: options, loadState: false) } catch {
             throw cannotOpen(storeOptions.path, error)

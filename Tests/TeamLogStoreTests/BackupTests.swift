@@ -185,6 +185,30 @@ import Testing
         #expect(readTextFile(directory.child("cli.err")).contains("exists and is not an empty directory"))
     }
 
+    /// A destination inside the store — under `proj/`, beside it, the store itself, or reached through a
+    /// symbolic link or `..` — is refused and nothing is made there: `repair` swaps `proj/` and `compact`
+    /// the whole directory, and either removed such a copy without a word.
+    @Test func aDestinationInsideTheStoreIsRefused() throws {
+        let directory = TemporaryDirectory("backup-inside")
+        let (path, store, _) = try Self.writer(in: directory, checkpointEvery: 100, fed: 150)
+        defer { store.close() }
+        #expect(symlink(path, directory.child("link")) == 0)
+        for inside in [
+            path + "/proj/copy", path + "/copy", path + "/copy/", path, directory.child("link/copy"),
+            path + "/proj/../copy2",
+        ] {
+            #expect(throws: StoreError.self, "\(inside)") { try store.backup(to: inside) }
+        }
+        for made in ["proj/copy", "copy", "copy2"] { #expect(access(path + "/" + made, F_OK) != 0, "\(made)") }
+        // Beside the store (a name that only starts like it) is outside.
+        #expect(try store.backup(to: path + "-copy").headSeq == store.committedSeq)
+        let cli = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["backup", "--store", path, "--to", path + "/proj/bk"],
+            stderr: directory.child("cli.err"), timeout: 60)
+        #expect(cli.status != .exited(0))
+        #expect(readTextFile(directory.child("cli.err")).contains("is inside the store"))
+    }
+
     /// `teamlog backup` killed with SIGKILL at seeded moments, half of them as soon as the log's copy has
     /// begun: each file of the copy is written under another name and renamed when whole and synced, so
     /// the copy's `data.mdb` exists only complete — a directory the kill left either holds a whole store

@@ -15,6 +15,23 @@ import Testing
 /// writer goes on; the `Store` that repaired refuses further use; a repair killed at any point leaves a
 /// store that the next repair brings to the same tables as an uninterrupted one.
 @Suite struct RepairTests {
+    /// `teamlog repair` of a path with no store says so and creates nothing (it made an empty store and
+    /// reported "chain OK"): a mistyped path is an error, as for every command but `ingest` and `serve`.
+    @Test func aMissingStoreIsAnErrorAndNothingIsCreated() throws {
+        let directory = TemporaryDirectory("repair-missing")
+        let missing = directory.child("nosuch")
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["repair", "--store", missing], stderr: directory.child("repair.err"),
+            timeout: 60)
+        #expect(run.status == .exited(1))
+        #expect(readTextFile(directory.child("repair.err")).contains("no teamlog store at"))
+        #expect(access(missing, F_OK) != 0, "nothing created")
+        var options = Store.Options()
+        options.mustExist = true
+        #expect(throws: StoreError.self) { try Store(path: missing, options: options) }
+        #expect(access(missing, F_OK) != 0)
+    }
+
     @Test func theRebuiltProjectionsAreSwappedInAndNothingIsLeftBeside() throws {
         let directory = TemporaryDirectory("repair-swap")
         let path = try CompactTests.store(directory, count: 1_500)
