@@ -90,6 +90,33 @@ struct LifecycleTests {
         for _ in 0..<signals { child.kill(SIGTERM) }
     }
 
+    /// A store another writer holds: `serve` says so and exits 2 without reporting ready (a supervisor
+    /// sees the failure at once); with `--wait` it waits for the lock — not serving yet, still running —
+    /// and serves once the other writer has closed the store (docs/serve.md, "Errors and limits").
+    @Test func aStoreHeldByAnotherWriterIsRefusedOrWaitedFor() async throws {
+        let directory = TemporaryDirectory("serve-held")
+        let path = directory.child("store")
+        var options = Store.Options()
+        options.noSync = true
+        let holder = try Store(path: path, options: options)
+        let arguments = ["serve", "--store", path, "--listen", "127.0.0.1:0", "--no-sync"]
+        let refused = try ChildProcess.run(
+            TestSupport.teamlogExecutable, arguments, stderr: directory.child("refused.err"), timeout: 60)
+        #expect(refused.status == .exited(2))
+        #expect(!refused.lines.contains { $0.contains("serving") }, "\(refused.lines)")
+        #expect(readTextFile(directory.child("refused.err")).contains("another process"))
+
+        let waiting = try ChildProcess(
+            TestSupport.teamlogExecutable, arguments + ["--wait"], stderr: directory.child("waiting.err"))
+        #expect(try waiting.readLine(timeout: 1.5) == nil, "not serving while the lock is held")
+        holder.close()
+        let line = try #require(try waiting.readLine(timeout: 60), "serves once the lock is free")
+        let range = try #require(line.range(of: "http://"), "\(line)")
+        try await waitUntilReady(String(line[range.lowerBound...]))
+        waiting.kill(SIGTERM)
+        #expect(waiting.wait() == .exited(0))
+    }
+
     /// After a crash, `serve`'s open replays the log after the projections' checkpoint and says so in a
     /// notice (`recovered: …`, `events=N`); the next start, after a clean stop, replays nothing and says
     /// nothing of it.
