@@ -45,11 +45,14 @@ struct Ingest: ParsableCommand {
 
     @OptionGroup var settings: SettingsOptions
 
-    func run() throws {
-        guard let emitMode = Processor.Emit(rawValue: emit) else {
-            throw ValidationError("--emit must be all, events or none")
-        }
+    /// Checked before `run` (so a wrong value is answered with this command's usage, not the root's).
+    func validate() throws {
+        guard Processor.Emit(rawValue: emit) != nil else { throw ValidationError("--emit must be all, events or none") }
         guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
+    }
+
+    func run() throws {
+        let emitMode = Processor.Emit(rawValue: emit)!  // validated
         let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }

@@ -75,15 +75,25 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var settings: SettingsOptions
 
+    /// Checked before `run` (so a wrong value is answered with this command's usage, not the root's).
+    func validate() throws {
+        _ = try Self.parseListen(listen)
+        guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0 else {
+            throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
+        }
+        guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
+        if cluster.nats != nil {
+            guard let partition, (0..<cluster.partitions).contains(partition) else {
+                throw ValidationError("--nats needs --partition P with 0 <= P < --partitions")
+            }
+        }
+    }
+
     func run() async throws {
         var config = ServerConfiguration()
         (config.host, config.port) = try Self.parseListen(listen)
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
-        guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0 else {
-            throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
-        }
-        guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
         config.atReplays = atReplays
         if let tokenFile {
             let token = try Self.readToken(tokenFile)

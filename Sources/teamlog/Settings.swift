@@ -39,12 +39,16 @@ struct WriterOptions: ParsableArguments {
     )
     var cacheMb: Int = Store.defaultCacheBytes >> 20
 
-    /// Checks the values and sets them on `options`, with the `recover` progress line of a writer's open.
-    func apply(to options: inout Store.Options) throws {
+    func validate() throws {
         guard checkpointOps > 0, checkpointMs >= 0 else {
             throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
         }
         guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
+    }
+
+    /// Checks the values and sets them on `options`, with the `recover` progress line of a writer's open.
+    func apply(to options: inout Store.Options) throws {
+        try validate()
         options.waitForWriter = wait
         options.checkpointOps = checkpointOps
         options.checkpointMs = checkpointMs

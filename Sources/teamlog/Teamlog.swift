@@ -26,6 +26,10 @@ struct BackgroundPriority: ParsableArguments {
         help: "Scheduling priority (nice, 0-19; 0 keeps the caller's): runs beside a live writer as background work.")
     var nice: Int32 = 10
 
+    func validate() throws {
+        guard (0...19).contains(nice) else { throw ValidationError("--nice must be from 0 to 19") }
+    }
+
     /// Lowers this thread's priority, which the threads it starts inherit: call before starting any.
     func lowerThisThread() {
         if nice > 0 { lowerThisThreadsPriority(to: min(nice, 19)) }

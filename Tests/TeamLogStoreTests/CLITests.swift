@@ -41,6 +41,31 @@ import Testing
         return try JSONParser.parse(try #require(lines.first))
     }
 
+    /// A wrong option value is a usage error (exit 64) naming the command's own usage, whatever checks it:
+    /// values checked inside `run` were answered with the root's "teamlog <subcommand>" usage; and it is
+    /// checked before anything is opened or created.
+    @Test(arguments: [
+        (["ingest", "x.jsonl", "--emit", "bogus"], "--emit must be", "teamlog ingest"),
+        (["ingest", "x.jsonl", "--batch-size", "0"], "--batch-size must be positive", "teamlog ingest"),
+        (["ingest", "x.jsonl", "--checkpoint-ops", "0"], "--checkpoint-ops must be", "teamlog ingest"),
+        (["serve", "--body-limit", "0"], "--body-limit", "teamlog serve"),
+        (["serve", "--listen", "nope"], "--listen must be", "teamlog serve"),
+        (["serve", "--at-replays", "-1"], "--at-replays", "teamlog serve"),
+        (["backup", "--to", "copy", "--nice", "25"], "--nice must be from 0 to 19", "teamlog backup"),
+        (["audit", "--nice", "20"], "--nice must be from 0 to 19", "teamlog audit"),
+    ])
+    func aWrongOptionValueIsAUsageErrorOfItsCommand(arguments: [String], message: String, usage: String) throws {
+        let directory = TemporaryDirectory("usage")
+        let store = directory.child("store")
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, arguments + ["--store", store], stderr: directory.child("err"), timeout: 60)
+        let err = readTextFile(directory.child("err"))
+        #expect(run.status == .exited(64), "\(err)")
+        #expect(err.contains(message), "\(err)")
+        #expect(err.contains("Usage: \(usage)"), "\(err)")
+        #expect(access(store, F_OK) != 0, "nothing created")
+    }
+
     /// `teamlog demo` runs in a temporary store under `$TMPDIR` and removes it, projections directory and
     /// all (it used to leave the directory behind: its store has a subdirectory).
     @Test func theDemoLeavesNothingBehind() throws {
