@@ -236,17 +236,17 @@ extension Store {
                             if !Self.sameBytes(value, rv) {
                                 let k = Array(key)
                                 difference =
-                                    "\(name) \(Self.keyName(k)): stored \(Self.describe(table, k, Array(value))) vs replayed \(Self.describe(table, k, Array(rv)))"
+                                    "\(name) \(Self.keyName(table, k)): stored \(Self.describe(table, k, Array(value))) vs replayed \(Self.describe(table, k, Array(rv)))"
                             }
                             r = try rc.next()
                         } else if order < 0 {
                             let k = Array(key)
                             difference =
-                                "\(name) \(Self.keyName(k)): stored \(Self.describe(table, k, Array(value))) but absent after replay"
+                                "\(name) \(Self.keyName(table, k)): stored \(Self.describe(table, k, Array(value))) but absent after replay"
                         } else if let (rk, rv) = r {
                             let k = Array(rk)
                             difference =
-                                "\(name) \(Self.keyName(k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
+                                "\(name) \(Self.keyName(table, k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
                         }
                     }
                     if UInt64(digester.records) % Store.releaseInterval == 0 {
@@ -259,7 +259,7 @@ extension Store {
                 if difference == nil, let (rk, rv) = r {
                     let k = Array(rk)
                     difference =
-                        "\(name) \(Self.keyName(k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
+                        "\(name) \(Self.keyName(table, k)): missing from the store; replay has \(Self.describe(table, k, Array(rv)))"
                 }
             }
         }
@@ -294,9 +294,27 @@ extension Store {
         return a.count - b.count
     }
 
-    /// A key as text, its 0x00 separators shown as `/`.
-    static func keyName(_ key: some Sequence<UInt8>) -> String {
-        String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+    /// A key as text for a terminal: its 0x00 separators shown as `/`, other control bytes as `\xNN`, and
+    /// an index table's big-endian seq (its last 8 bytes) as `seq N` — raw, the seq's bytes (a 0x0A among
+    /// them) went to the terminal as they were.
+    static func keyName(_ table: ProjectionTable, _ key: [UInt8]) -> String {
+        var text = key[...]
+        var seq: UInt64?
+        if [.counted, .own, .directed].contains(table) && key.count >= 9 && key[key.count - 9] == 0 {
+            seq = key.suffix(8).reduce(0) { $0 << 8 | UInt64($1) }
+            text = key.dropLast(9)
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.count)
+        for byte in text {
+            switch byte {
+            case 0: bytes.append(UInt8(ascii: "/"))
+            case 0x01..<0x20, 0x7F: bytes += Array("\\x".utf8) + Array(String(byte, radix: 16).leftPadded(to: 2).utf8)
+            default: bytes.append(byte)
+            }
+        }
+        let name = String(decoding: bytes, as: UTF8.self)
+        return seq.map { "\(name)/seq \($0)" } ?? name
     }
 
     /// A record's value in readable form (decoded when possible).
@@ -339,5 +357,12 @@ struct TableDigester {
 
     var digest: String {
         records == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
+    }
+}
+
+extension String {
+    /// The string with zeros before it up to `width` characters.
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

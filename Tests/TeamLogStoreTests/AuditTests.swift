@@ -1,6 +1,6 @@
 import LMDB
 import TeamLog
-import TeamLogStore
+@testable import TeamLogStore
 import TestSupport
 import Testing
 
@@ -118,6 +118,9 @@ import Testing
             ]
             #expect(difference.contains("AUD") && difference.contains(expected[damage]!), "\(difference)")
             #expect(report.tables.filter { $0.difference != nil }.count == 1, "\(table) \(damage): only that table")
+            // Readable on a terminal: the key's seq as a number, no control bytes (a seq's 0x0A was one).
+            #expect(!difference.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }, "\(difference)")
+            if damage == "extra" { #expect(difference.contains("/seq 1000000:"), "\(difference)") }
         }
     }
 
@@ -156,7 +159,7 @@ import Testing
             #expect(report.tables.filter { $0.difference != nil }.map(\.table) == ["messages"], "\(context)")
             let table = try #require(report.tables.first { $0.table == "messages" })
             let difference = try #require(table.difference, "\(context)")
-            let name = String(decoding: key.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+            let name = Store.keyName(.messages, key)
             switch damage {
             case "changed":
                 #expect(
@@ -170,7 +173,8 @@ import Testing
                 #expect(table.records == stored.count - 1, "\(context)")
             default:
                 let extra = position == "first" ? [UInt8(0x01)] : position == "middle" ? key + [0x00] : key + [0xFF]
-                let extraName = String(decoding: extra.map { $0 == 0 ? UInt8(ascii: "/") : $0 }, as: UTF8.self)
+                let extraName = Store.keyName(.messages, extra)
+                if position == "first" { #expect(extraName == "\\x01", "a control byte is escaped") }
                 #expect(
                     difference == "messages \(extraName): stored \(HashChain.hex(value)) but absent after replay",
                     "\(context): \(difference)")
