@@ -258,7 +258,11 @@ public final class TeamLogServer: Service, Sendable {
         let params = request.uri.queryParameters
         func seq(_ name: String) throws -> UInt64? { try params.get(name).map { try Self.seq($0, name: name) } }
         let from = try seq("from") ?? 1
-        let to = try seq("to") ?? writer.committedSeq
+        let givenTo = try seq("to")
+        if let givenTo, givenTo < from {
+            throw APIError(.badRequest, "badRequest", "to (\(givenTo)) is before from (\(from))")
+        }
+        let to = givenTo ?? writer.committedSeq
         // From the raw query: `queryParameters` decodes `%XX` lossily (`%FF` would name the team "\u{FFFD}").
         let team = try Self.rawQueryValue(request.uri.query, "team").map {
             Id(try Self.id(percentDecodedBytes($0), name: "team"))

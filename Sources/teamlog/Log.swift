@@ -18,6 +18,12 @@ struct Log: ParsableCommand {
     @Option(help: "Only events of this team (team ops and messages to its conversation).")
     var team: String?
 
+    /// An empty range is a mistake; a `--from` past the head is not (an incremental export that finds
+    /// nothing new prints nothing and succeeds).
+    func validate() throws {
+        if let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+    }
+
     func run() throws {
         let store = try openForQuery(storeOptions.path)
         // The export of a damaged store goes on without a total when its head cannot be read.

@@ -106,6 +106,11 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(log.body == String(decoding: cliLog, as: UTF8.self))
         let range = try await send("GET", server.base + "/v1/log?from=2&to=3")
         #expect(range.lines.count == 2)
+        // An empty range is the client's error; a `from` past the head is an export with nothing new.
+        let backwards = try await send("GET", server.base + "/v1/log?from=3&to=2")
+        #expect(backwards.status == 400 && backwards.json["error"]?["code"] == .string("badRequest"), "\(backwards.body)")
+        let past = try await send("GET", server.base + "/v1/log?from=1000")
+        #expect(past.status == 200 && past.body.isEmpty, "\(past.body)")
         try await server.stop()
     }
 

@@ -53,6 +53,7 @@ import Testing
         (["serve", "--at-replays", "-1"], "--at-replays", "teamlog serve"),
         (["backup", "--to", "copy", "--nice", "25"], "--nice must be from 0 to 19", "teamlog backup"),
         (["audit", "--nice", "20"], "--nice must be from 0 to 19", "teamlog audit"),
+        (["log", "--from", "5", "--to", "2"], "--to 2 is before --from 5", "teamlog log"),
     ])
     func aWrongOptionValueIsAUsageErrorOfItsCommand(arguments: [String], message: String, usage: String) throws {
         let directory = TemporaryDirectory("usage")
