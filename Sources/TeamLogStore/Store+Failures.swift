@@ -67,6 +67,8 @@ extension StoreError {
             return StoreError(
                 code: .incompatibleFormat, message: "store \(path) was written by an incompatible LMDB (\(error.message))",
                 cause: error, path: path)
+        case .system(ENOENT) where isNonDirectory(path):
+            return notADirectory(path)
         case .system(ENOENT):
             return StoreError(
                 code: .notAStore,
@@ -75,5 +77,20 @@ extension StoreError {
         default:
             return StoreError(code: .lmdb, message: "cannot open store \(path)", cause: error, path: path)
         }
+    }
+}
+
+extension StoreError {
+    /// Whether `path` exists and is not a directory (a store is one).
+    static func isNonDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFDIR
+    }
+
+    /// A store path that names a file: a store is a directory, and `ingest` cannot create one there.
+    static func notADirectory(_ path: String) -> StoreError {
+        StoreError(
+            code: .notAStore, message: "\(path) is a file, not a teamlog store (a store is a directory); nothing was written to it",
+            path: path)
     }
 }

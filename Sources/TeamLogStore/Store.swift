@@ -223,6 +223,7 @@ public final class Store {
                         + "with no log: a base for `audit`, `--at` and `serve --at-base`, not a store to write",
                     path: path)
             }
+            if StoreError.isNonDirectory(path) { throw StoreError.notADirectory(path) }
             if options.mustExist && access(path + "/data.mdb", F_OK) != 0 {
                 throw StoreError(
                     code: .notAStore,

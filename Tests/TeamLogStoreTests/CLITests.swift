@@ -67,6 +67,25 @@ import Testing
         #expect(access(store, F_OK) != 0, "nothing created")
     }
 
+    /// `--store` naming a file: every command says it is a file, not a store, and leaves it as it was (the
+    /// readers advised "`teamlog ingest --store FILE` creates one", which then failed on "Not a directory").
+    @Test(arguments: [
+        ["team", "t"], ["status"], ["audit"], ["repair"], ["compact"], ["log"], ["ingest", "-"], ["backup", "--to", "copy"],
+    ])
+    func aStorePathThatIsAFileIsNamedSo(command: [String]) throws {
+        let directory = TemporaryDirectory("store-file")
+        let file = directory.child("ops.jsonl")
+        let content = Array(#"{"op":"client.login","actor":"x","device":"d"}"#.utf8) + [0x0A]
+        try CrashSafetyTests.writeFile(file, content)
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, command + ["--store", file], stderr: directory.child("err"),
+            timeout: 60)
+        let err = readTextFile(directory.child("err"))
+        #expect(run.status == .exited(1), "\(command): \(err)")
+        #expect(err.contains("is a file, not a teamlog store"), "\(command): \(err)")
+        #expect(readTextFile(file) == String(decoding: content, as: UTF8.self), "the file is untouched")
+    }
+
     /// `teamlog demo` runs in a temporary store under `$TMPDIR` and removes it, projections directory and
     /// all (it used to leave the directory behind: its store has a subdirectory).
     @Test func theDemoLeavesNothingBehind() throws {
