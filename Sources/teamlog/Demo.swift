@@ -21,7 +21,12 @@ struct Demo: ParsableCommand {
     @Option(help: "Workload seed.")
     var seed: UInt64 = 42
 
-    @Option(help: "Keep the store at this path instead of a temporary directory.")
+    /// `--store PATH` as every command takes it (SPEC §5), or `--keep PATH`: the demo's store is made there
+    /// and kept. Without either it is a temporary directory, removed at the end — never the default store
+    /// (`./teamlog-store`, `$TEAMLOG_STORE`), which a demo's generated ops would fill.
+    @Option(
+        name: [.customLong("store"), .customLong("keep")],
+        help: "Make the store at this path and keep it (--keep is the same), instead of a temporary directory.")
     var keep: String?
 
     @OptionGroup var settings: SettingsOptions

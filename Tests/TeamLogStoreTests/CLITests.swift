@@ -107,6 +107,20 @@ import Testing
         #expect(left.isEmpty, "left behind: \(left)")
     }
 
+    /// `teamlog demo --store PATH` (SPEC §5: every command takes `--store`) makes its store there and keeps
+    /// it, a store that audits clean; `$TEAMLOG_STORE` alone does not make the demo write the default store.
+    @Test func theDemoKeepsItsStoreAtStore() throws {
+        let directory = TemporaryDirectory("demo-store")
+        let path = directory.child("kept")
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["demo", "--ops", "1000", "--store", path],
+            environment: ["TMPDIR": directory.path, "TEAMLOG_STORE": directory.child("default")], timeout: 120)
+        #expect(run.status == .exited(0))
+        #expect(access(directory.child("default"), F_OK) != 0, "the default store is not the demo's")
+        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", path], timeout: 120)
+        #expect(audit.status == .exited(0) && audit.lines.last == "audit OK", "\(audit.lines)")
+    }
+
     @Test func messagesExampleThroughEveryQuery() throws {
         let dir = TemporaryDirectory()
         let store = dir.child("store")
