@@ -316,12 +316,28 @@ import Testing
         #expect(try store.audit().ok)
     }
 
+    /// `teamlog ingest --follow` of a growing file `in.jsonl` into `store` under `directory` (events printed,
+    /// checkpoints every `checkpointMs` and never by ops), with `firstLine` in the file before it starts.
+    static func followWriter(in directory: TemporaryDirectory, checkpointMs: String, firstLine: [UInt8]? = nil) throws
+        -> (LiveFeed, ChildProcess)
+    {
+        let input = directory.child("in.jsonl")
+        let feed = try LiveFeed(.growingFile, path: input)
+        if let firstLine { _ = try feed.write(ArraySlice(firstLine)) }
+        let writer = try ChildProcess(
+            TestSupport.teamlogExecutable,
+            [
+                "ingest", input, "--store", directory.child("store"), "--follow", "--flush-ms", "5", "--emit",
+                "events", "--checkpoint-ops", Self.never, "--checkpoint-ms", checkpointMs,
+            ],
+            stderr: directory.child("writer.err"))
+        return (feed, writer)
+    }
+
     /// Another process reads the last checkpoint; `status` shows the lag and the writer; a clean stop
     /// checkpoints everything.
     @Test func otherProcessesReadTheLastCheckpointAndStatusShowsTheLag() throws {
         let directory = TemporaryDirectory("checkpoint-lag")
-        let input = directory.child("in.jsonl")
-        let feed = try LiveFeed(.growingFile, path: input)
         let path = directory.child("store")
         let exe = TestSupport.teamlogExecutable
         let create = #"{"op":"team.create","actor":"own","team":"lag1","members":["a"],"ts":1767225600000}"#
@@ -329,13 +345,7 @@ import Testing
         let first = directory.child("first.jsonl")
         try CrashSafetyTests.writeFile(first, Array(#"{"op":"client.login","actor":"x","device":"d","ts":1}"#.utf8) + [0x0A])
         #expect(try ChildProcess.run(exe, ["ingest", first, "--store", path], timeout: 60).status == .exited(0))
-        let writer = try ChildProcess(
-            exe,
-            [
-                "ingest", input, "--store", path, "--follow", "--flush-ms", "5", "--emit", "events",
-                "--checkpoint-ops", Self.never, "--checkpoint-ms", Self.never,
-            ],
-            stderr: directory.child("writer.err"))
+        let (feed, writer) = try Self.followWriter(in: directory, checkpointMs: Self.never)
         _ = try feed.write(ArraySlice(Array(create.utf8) + [0x0A]))
         #expect(try StreamCrashTests.waitForOutput(writer, containing: #""seq":2,"#, timeout: 30))
 
@@ -367,19 +377,11 @@ import Testing
     /// while the writer still runs.
     @Test func anIdleWriterCheckpointsWithinTheInterval() throws {
         let directory = TemporaryDirectory("checkpoint-idle")
-        let input = directory.child("in.jsonl")
-        let feed = try LiveFeed(.growingFile, path: input)
         let path = directory.child("store")
         let exe = TestSupport.teamlogExecutable
         let create = #"{"op":"team.create","actor":"own","team":"idle1","members":["a"],"ts":1767225600000}"#
-        _ = try feed.write(ArraySlice(Array(create.utf8) + [0x0A]))
-        let writer = try ChildProcess(
-            exe,
-            [
-                "ingest", input, "--store", path, "--follow", "--flush-ms", "5", "--emit", "events",
-                "--checkpoint-ops", Self.never, "--checkpoint-ms", "2000",
-            ],
-            stderr: directory.child("writer.err"))
+        let (feed, writer) = try Self.followWriter(
+            in: directory, checkpointMs: "2000", firstLine: Array(create.utf8) + [0x0A])
         #expect(try StreamCrashTests.waitForOutput(writer, containing: #""seq":1,"#, timeout: 30))
         let deadline = ContinuousClock.now + .seconds(30)
         var lag: Int64? = nil
