@@ -32,7 +32,8 @@ struct ServerMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch {
             response = APIError(.internalServerError, "internal", "\(error)").response()
         }
-        let route = context.endpointPath.map(Self.openAPIPath) ?? "unmatched"
+        // Hummingbird names its own 404 "NotFound": that is no route either.
+        let route = context.endpointPath.flatMap { $0 == "NotFound" ? nil : Self.openAPIPath($0) } ?? "unmatched"
         let metrics = self.metrics
         let method = request.method.rawValue
         let status = response.status.code

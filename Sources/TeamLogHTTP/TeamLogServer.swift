@@ -335,6 +335,9 @@ public final class TeamLogServer: Service, Sendable {
             body: .init { [from] writer in
                 var next = from
                 var out = JSONWriter()
+                // A comment at once: the response head goes out with it, so a subscriber of an idle store
+                // knows it is connected (EventSource's `open`) without waiting for an event or a heartbeat.
+                try await writer.write(ByteBuffer(string: ": connected\n\n"))
                 streaming: while true {
                     switch window.read(from: next, limit: 512) {
                     case .entries(let entries):

@@ -251,7 +251,16 @@ public final class PartitionWorker: @unchecked Sendable {
                 }
             } catch {
                 // NATS away (a node restarting, a leader election): retried with a backoff; the consumer's
-                // position is on the server, so nothing is skipped.
+                // position is on the server, so nothing is skipped. A connection that gave up reconnecting
+                // (a client that does not reconnect forever) never comes back: that is the worker's failure
+                // (the server exits 3 and its supervisor restarts it), not a retry loop that consumes nothing.
+                if connection.isClosed {
+                    monitor.locked {
+                        _failure = "the NATS connection is closed (reconnects exhausted): \(error)"
+                        monitor.broadcast()
+                    }
+                    break
+                }
                 failures += 1
                 waitBeforeRetry(min(failures, 5))
                 continue

@@ -22,11 +22,14 @@ struct ClusterOptions: ParsableArguments {
     var connectAttempts: Int = 3
 
     /// Connects with bounded retries: a NATS outage fails with a clear error, never a hang.
-    func connect(name: String) throws -> NATSConnection {
+    /// `reconnectForever`: a long-running partition server rides out a NATS outage of any length (its
+    /// consumer's position is on the server; it resumes where it was); short-lived commands give up.
+    func connect(name: String, reconnectForever: Bool = false) throws -> NATSConnection {
         guard let nats else { throw ValidationError("--nats is required") }
         guard partitions > 0 else { throw ValidationError("--partitions must be positive") }
         var options = NATSConnection.Options(servers: nats.split(separator: ",").map(String.init))
         options.name = name
+        if reconnectForever { options.maxReconnects = -1 }
         var attempt = 0
         while true {
             attempt += 1
@@ -34,7 +37,8 @@ struct ClusterOptions: ParsableArguments {
                 if attempt >= max(1, connectAttempts) {
                     throw CLIError("cannot connect to NATS at \(nats) after \(attempt) attempts: \(error)")
                 }
-                var ts = timespec(tv_sec: 0, tv_nsec: 500_000_000 * min(attempt, 2))
+                // 0.5 s after the first attempt, 1 s after the others (a `tv_nsec` of 1e9 is EINVAL: no wait).
+                var ts = attempt == 1 ? timespec(tv_sec: 0, tv_nsec: 500_000_000) : timespec(tv_sec: 1, tv_nsec: 0)
                 _ = nanosleep(&ts, nil)
             }
         }

@@ -27,7 +27,7 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Option(help: "Address to listen on, HOST:PORT (port 0: any free port, printed on stderr).")
+    @Option(help: "Address to listen on, HOST:PORT (port 0: any free port, printed on stdout in the \"serving\" line).")
     var listen = "127.0.0.1:8080"
 
     @Option(help: "A file holding the bearer token writes need (surrounding whitespace ignored).")
@@ -82,6 +82,11 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
         }
         guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
+        // Asked for and not given, each would serve what the operator meant to close or route.
+        if protectReads && tokenFile == nil { throw ValidationError("--protect-reads needs --token-file") }
+        if cluster.nats == nil && partition != nil {
+            throw ValidationError("--partition is for --nats: a partition's store takes its ops from its stream only")
+        }
         if cluster.nats != nil {
             guard let partition, (0..<cluster.partitions).contains(partition) else {
                 throw ValidationError("--nats needs --partition P with 0 <= P < --partitions")
@@ -231,7 +236,7 @@ struct PartitionService: Service {
     func run() async throws {
         while writer.state == .opening { try await Task.sleep(for: .milliseconds(5)) }
         guard writer.state == .ready else { return }
-        let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)")
+        let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)", reconnectForever: true)
         let worker = PartitionWorker(connection: connection, writer: writer, options: options)
         try worker.start()
         printErr(

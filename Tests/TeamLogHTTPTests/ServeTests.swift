@@ -437,6 +437,29 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 
+    /// A subscriber of an idle store learns at once that it is connected: the response head and a comment
+    /// come before any event (they waited for the first event or the 15 s heartbeat); and a path no route
+    /// matches is counted under `route="unmatched"` (it was Hummingbird's "NotFound").
+    @Test func anIdleStreamOpensAtOnceAndUnmatchedPathsAreLabelled() async throws {
+        let server = try await LiveServer()
+        let response = try await HTTPClient.shared.execute(
+            HTTPClientRequest(url: server.base + "/v1/records"), timeout: .seconds(5))
+        #expect(response.status.code == 200)
+        var first = ""
+        for try await buffer in response.body {
+            first = String(buffer: buffer)
+            break
+        }
+        #expect(first.hasPrefix(": connected"), "\(first)")
+        #expect(try await send("GET", server.base + "/nope").status == 404)
+        let metrics = try await send("GET", server.base + "/metrics").body
+        #expect(
+            metrics.contains("teamlog_http_request_duration_seconds_count{route=\"unmatched\",method=\"GET\",status=\"404\"} 1"),
+            "\(metrics.split(separator: "\n").filter { $0.contains("404") })")
+        server.writer.window?.close()
+        try await server.stop()
+    }
+
     /// A streamed body is timed to its end, not to its head: a record stream held open for 400 ms is
     /// recorded (once the client has gone) with at least that duration.
     @Test func aStreamedResponseIsTimedToItsEnd() async throws {

@@ -103,6 +103,29 @@ struct ClusterTests {
         try verify(harness, lines, connection)
     }
 
+    /// NATS away longer than a client's reconnect budget (60 attempts 250 ms apart: 15 s): the partition
+    /// server reconnects for as long as it takes and goes on where its consumer was — it stalled for good,
+    /// alive and consuming nothing, before. The same checks hold over the ops routed before and after.
+    @Test func aPartitionOutlastsALongNATSOutage() throws {
+        let harness = try ClusterHarness(partitions: 1)
+        let lines = ClusterHarness.workload(count: 400, seed: 17)
+        try harness.startAll()
+        do {
+            let before = try harness.connect()
+            defer { before.close() }
+            try harness.route(Array(lines[..<200]), connection: before)
+            try harness.waitUntilCaughtUp(before)
+        }
+        harness.server!.stop()
+        sleepMs(30_000)  // past the 60 attempts of a client that gives up (250 ms apart, with jitter: ~20 s)
+        try harness.server!.restart()
+        let connection = try harness.connect()
+        defer { connection.close() }
+        try harness.route(Array(lines[..<200]), connection: connection)  // again: duplicates, not new events
+        try harness.route(Array(lines[200...]), connection: connection)
+        try verify(harness, lines, connection)
+    }
+
     /// A line the router cannot parse reaches partition 0 and is answered `rejected` there, with the
     /// router's line number.
     @Test func unparseableLineIsRejectedByPartitionZero() throws {
@@ -185,6 +208,9 @@ struct OutageTests {
             stderr: dir.child("route.err"))
         _ = try route.readToEnd(timeout: 30)
         #expect(route.wait() == .exited(3))
+        // Three attempts wait 0.5 s and then 1 s between them (the second wait was an invalid `timespec`,
+        // no wait at all: ten attempts took 0.53 s).
+        #expect(monotonicSeconds() - started >= 1.5, "the connect attempts wait between them")
         let serve = try ChildProcess(
             TestSupport.teamlogExecutable,
             [

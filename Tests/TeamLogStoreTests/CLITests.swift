@@ -51,6 +51,8 @@ import Testing
         (["serve", "--body-limit", "0"], "--body-limit", "teamlog serve"),
         (["serve", "--listen", "nope"], "--listen must be", "teamlog serve"),
         (["serve", "--at-replays", "-1"], "--at-replays", "teamlog serve"),
+        (["serve", "--protect-reads"], "--protect-reads needs --token-file", "teamlog serve"),
+        (["serve", "--partition", "1", "--partitions", "2"], "--partition is for --nats", "teamlog serve"),
         (["backup", "--to", "copy", "--nice", "25"], "--nice must be from 0 to 19", "teamlog backup"),
         (["audit", "--nice", "20"], "--nice must be from 0 to 19", "teamlog audit"),
         (["log", "--from", "5", "--to", "2"], "--to 2 is before --from 5", "teamlog log"),
