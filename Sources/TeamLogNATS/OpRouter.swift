@@ -50,24 +50,30 @@ public final class OpRouter {
         planner = RoutePlanner(partitions: options.partitions)
         summary.perPartition = Array(repeating: 0, count: options.partitions)
         let partitions = options.partitions
+        let retries = options.retries
         planner.locate = { [connection] messageId in
             // A message sent long ago (or before this router started): the partition whose `message`
             // query knows it. Every earlier publish is confirmed first, so a message routed by this run
-            // has reached its stream.
+            // has reached its stream. A partition that does not answer (down, restarting) may be the one:
+            // asked again with a backoff, then the route fails — sent to the fallback instead, the op was
+            // rejected `noSuchMessage` for good while its message sat on the silent partition.
+            var holder: Int?
             for p in 0..<partitions {
-                let reply = try? connection.request(
-                    TeamLogSubjects.query(p, "message"), Array(messageId.utf8), timeoutMs: 2_000)
-                if let reply, reply.data.first == UInt8(ascii: "{"), !reply.data.starts(with: Array("{\"error\"".utf8)) {
-                    return p
+                let reply = try retrying(retries, "asking partition \(p) whether it holds message \(messageId)") {
+                    try connection.request(TeamLogSubjects.query(p, "message"), Array(messageId.utf8), timeoutMs: 2_000)
+                }
+                if reply.data.first == UInt8(ascii: "{"), !reply.data.starts(with: Array("{\"error\"".utf8)) {
+                    holder = p
+                    break
                 }
             }
-            return nil
+            return holder
         }
     }
 
     /// Routes one line (`clock`: ms, for ops without `ts`).
     public func route(_ line: LineReader.Line, now: Int64) throws {
-        let planned = planner.plan(line, now: now)
+        let planned = try planner.plan(line, now: now)
         guard !planned.isEmpty else { return }
         summary.lines += 1
         pending += planned
@@ -109,7 +115,7 @@ public final class OpRouter {
 /// Runs `body` up to `attempts` times, waiting `waitBeforeRetry` between failures; the last failure is
 /// thrown as a `ClusterError` naming `what` and the attempts (a NATS cluster electing leaders answers
 /// JetStream requests with timeouts for a few seconds).
-func retrying(_ attempts: Int, _ what: String, _ body: () throws -> Void) throws {
+func retrying<R>(_ attempts: Int, _ what: String, _ body: () throws -> R) throws -> R {
     var attempt = 0
     while true {
         attempt += 1

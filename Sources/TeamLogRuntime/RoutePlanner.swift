@@ -41,13 +41,15 @@ public struct RoutePlanner {
     public let partitions: Int
     /// How many recent `messageId → partition` pairs are remembered (bounded memory).
     public let recentCapacity: Int
-    /// Finds the partition holding a message the planner no longer remembers; `nil`: none does.
-    public var locate: ((Id) -> Int?)?
+    /// Finds the partition holding a message the planner no longer remembers; `nil`: none does. It throws
+    /// when it cannot tell (a partition that does not answer may hold it): the op is not planned at all,
+    /// rather than sent to the fallback partition, where it would be rejected `noSuchMessage` for good.
+    public var locate: ((Id) throws -> Int?)?
     private var recent: [Id: Int] = [:]
     private var recentOrder: [Id] = []
     private var recentNext = 0
 
-    public init(partitions: Int, recentCapacity: Int = 1 << 20, locate: ((Id) -> Int?)? = nil) {
+    public init(partitions: Int, recentCapacity: Int = 1 << 20, locate: ((Id) throws -> Int?)? = nil) {
         precondition(partitions > 0, "a partition count is positive")
         self.partitions = partitions
         self.recentCapacity = max(1, recentCapacity)
@@ -55,7 +57,7 @@ public struct RoutePlanner {
     }
 
     /// Plans one input line; blank lines plan nothing.
-    public mutating func plan(_ line: LineReader.Line, now: Int64) -> [Planned] {
+    public mutating func plan(_ line: LineReader.Line, now: Int64) throws -> [Planned] {
         let parsed = ParsedLine.parse(line)
         guard let result = parsed.result else { return [] }
         let number: Int
@@ -83,7 +85,7 @@ public struct RoutePlanner {
                 }
             case .byMessage(let messageId):
                 let p =
-                    recent[messageId] ?? locate?(messageId)
+                    try recent[messageId] ?? locate?(messageId)
                     ?? PartitionKey.fallbackPartition(of: messageId, count: partitions)
                 return [Planned(partition: p, data: data, msgId: op.opId?.string, line: number)]
             }

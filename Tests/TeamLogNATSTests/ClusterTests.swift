@@ -126,6 +126,47 @@ struct ClusterTests {
         try verify(harness, lines, connection)
     }
 
+    /// A `message.modify` of a message a new router does not remember, while the partition holding it is
+    /// down: the router cannot tell where it goes and fails (it was sent to the fallback partition and
+    /// rejected `noSuchMessage` for good); with the partition back, the same line is routed to it.
+    @Test func aModifyIsNotMisroutedWhileItsPartitionIsDown() throws {
+        let harness = try ClusterHarness(partitions: 2)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        try harness.startAll()
+        // Messages with different keys until one lands on partition 1 (the fallback of none of them matters).
+        var send: (line: String, id: String)?
+        for i in 0..<64 {
+            let line = #"{"op":"message.send","actor":"a","ts":1,"to":{"type":"p2p","id":"peer\#(i)"},"messageId":"mm\#(i)","content":{"type":"text","text":"x"},"opId":"s\#(i)"}"#
+            if case .success(let op) = OpParser.parse(line: line), case .key(let key) = PartitionKey.of(op),
+                PartitionKey.partition(of: key, count: 2) == 1
+            {
+                send = (line, "mm\(i)")
+                break
+            }
+        }
+        let (sendLine, id) = try #require(send)
+        try harness.route([sendLine], connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        harness.kill(1)
+        let modify = #"{"op":"message.modify","actor":"x","ts":2,"messageId":"\#(id)","content":{"type":"text","text":"y"},"opId":"e1"}"#
+        var options = OpRouter.Options()
+        options.partitions = 2
+        options.retries = 2
+        let router = try OpRouter(connection: connection, options: options)  // a new router: remembers nothing
+        #expect(throws: ClusterError.self) {
+            try router.route(.text(number: 1, bytes: Array(modify.utf8)), now: 3)
+        }
+        #expect(router.summary.messages == 0 && !router.hasPending, "nothing was published")
+        try harness.startPartition(1)
+        try harness.waitUntilCaughtUp(connection)
+        let again = try OpRouter(connection: connection, options: options)
+        try again.route(.text(number: 1, bytes: Array(modify.utf8)), now: 3)
+        try again.flush()
+        #expect(again.summary.perPartition == [0, 1], "routed to the message's partition")
+        _ = try harness.stopAll()
+    }
+
     /// A line the router cannot parse reaches partition 0 and is answered `rejected` there, with the
     /// router's line number.
     @Test func unparseableLineIsRejectedByPartitionZero() throws {
