@@ -47,6 +47,18 @@ public struct ClusterQueries {
         try (0..<partitions).map { p in try request(p, "status", []) }
     }
 
+    /// Each partition's `status`, or why it gave none (a partition down during an outage is what an
+    /// operator asks `status` about: the others are still reported).
+    public func statusesOrFailures() -> [Result<JSONValue, ClusterError>] {
+        (0..<partitions).map { p in
+            do { return .success(try request(p, "status", [])) } catch let error as ClusterError {
+                return .failure(error)
+            } catch {
+                return .failure(ClusterError("partition \(p): \(error)"))
+            }
+        }
+    }
+
     /// One partition's answer; `nil` for its not-found error; other errors are thrown.
     private func ask(_ partition: Int, _ kind: QueryKind, _ id: Id) throws -> JSONValue? {
         let reply = try request(partition, kind.rawValue, Array(id.utf8))

@@ -47,21 +47,37 @@ struct Status: ParsableCommand {
 extension Status {
     /// `teamlog status --nats URL --partitions N`: each partition's status (its store's, plus its stream
     /// position, counters and whether it has caught up), one JSON array with `--json`.
+    /// A partition that does not answer is reported as such (`{"partition":P,"error":…}` in JSON) beside
+    /// the others' statuses, and the command then exits 3.
     func clusterStatus() throws {
-        let statuses: [JSONValue]
-        do { statuses = try cluster.queries().statuses() } catch {
+        let results: [Result<JSONValue, ClusterError>]
+        do { results = try cluster.queries().statusesOrFailures() } catch {
             printErr("teamlog: \(error)")
             throw ExitCode(3)
         }
-        if json { return try printOut(JSONValue.array(statuses).jsonString) }
-        var lines: [String] = []
-        for s in statuses {
-            lines.append(
-                "partition \(TeamLogNATS_text(s["partition"])): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
-                    + "\(TeamLogNATS_text(s["sourcePosition"])), consumed \(TeamLogNATS_text(s["consumed"])), unpublished "
-                    + "\(TeamLogNATS_text(s["unpublished"])), caught up \(TeamLogNATS_text(s["caughtUp"]))")
+        let statuses = results.enumerated().map { p, result in
+            switch result {
+            case .success(let status): status
+            case .failure(let error): JSONValue.object([("partition", .int(Int64(p))), ("error", .string("\(error)"))])
+            }
         }
-        try printOut(lines.joined(separator: "\n"))
+        if json {
+            try printOut(JSONValue.array(statuses).jsonString)
+        } else {
+            var lines: [String] = []
+            for s in statuses {
+                if let error = s["error"] {
+                    lines.append("partition \(TeamLogNATS_text(s["partition"])): NO ANSWER: \(TeamLogNATS_text(error))")
+                    continue
+                }
+                lines.append(
+                    "partition \(TeamLogNATS_text(s["partition"])): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
+                        + "\(TeamLogNATS_text(s["sourcePosition"])), consumed \(TeamLogNATS_text(s["consumed"])), unpublished "
+                        + "\(TeamLogNATS_text(s["unpublished"])), caught up \(TeamLogNATS_text(s["caughtUp"]))")
+            }
+            try printOut(lines.joined(separator: "\n"))
+        }
+        if results.contains(where: { if case .failure = $0 { true } else { false } }) { throw ExitCode(3) }
     }
 }
 

@@ -158,6 +158,14 @@ struct ClusterTests {
             try router.route(.text(number: 1, bytes: Array(modify.utf8)), now: 3)
         }
         #expect(router.summary.messages == 0 && !router.hasPending, "nothing was published")
+        // `teamlog status` meanwhile: the partition that answers is reported, the other named; exit 3 (it
+        // printed nothing at all).
+        let status = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["status", "--nats", harness.urls.joined(separator: ","), "--partitions", "2"],
+            stderr: harness.directory.child("status.err"), timeout: 60)
+        #expect(status.status == .exited(3))
+        #expect(status.lines.count == 2 && status.lines[0].hasPrefix("partition 0: head seq"), "\(status.lines)")
+        #expect(status.lines.last?.hasPrefix("partition 1: NO ANSWER") == true, "\(status.lines)")
         try harness.startPartition(1)
         try harness.waitUntilCaughtUp(connection)
         let again = try OpRouter(connection: connection, options: options)
