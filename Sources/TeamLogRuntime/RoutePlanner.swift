@@ -71,7 +71,9 @@ public struct RoutePlanner {
         }
         switch result {
         case .failure:
-            return [Planned(partition: 0, data: bytes, msgId: nil, line: number)]
+            // Its opId when one could be read: a re-run of the router is then de-duplicated by the stream
+            // for it too (without, partition 0 answered a second `rejected` record for it).
+            return [Planned(partition: 0, data: bytes, msgId: parsed.opId?.string, line: number)]
         case .success(let op):
             let data = op.ts == nil ? Self.stamped(bytes, ts: now) : bytes
             switch PartitionKey.of(op) {

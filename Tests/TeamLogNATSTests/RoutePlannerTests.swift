@@ -79,6 +79,12 @@ import Testing
             let planned = try plan(&planner, bad, number: 9)
             #expect(planned == [RoutePlanner.Planned(partition: 0, data: Array(bad.utf8), msgId: nil, line: 9)])
         }
+        // An op that fails its checks but whose opId can be read is published under it (a re-run of the
+        // router is de-duplicated for it too: it added a second `rejected` record).
+        let invalid = #"{"op":"team.invite","actor":"a","team":"t","targets":[],"opId":"g-4"}"#
+        #expect(
+            try plan(&planner, invalid, number: 4)
+                == [RoutePlanner.Planned(partition: 0, data: Array(invalid.utf8), msgId: "g-4", line: 4)])
         #expect(try plan(&planner, "   ").isEmpty)  // a blank line is no op, as in `ingest`
         let long = try planner.plan(.tooLong(number: 4, length: 2_000_000), now: 0)
         #expect(long == [RoutePlanner.Planned(partition: 0, data: [], msgId: nil, line: 4, tooLongLength: 2_000_000)])
