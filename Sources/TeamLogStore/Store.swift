@@ -36,6 +36,8 @@ public final class Store {
         /// A writer that must find a store at the path (`repair`): where there is none, the open throws
         /// `.notAStore` as a reader's does and creates nothing. A writer creates a new store by default.
         public var mustExist: Bool = false
+        /// What the writer will append, checked against the partition the store belongs to (`PartitionRole`).
+        public var partitionRole: PartitionRole = .unchecked
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
         public var waitForWriter: Bool = false
         /// Verify the whole hash chain when opening for writing (a hash-only scan of every record). Off by
@@ -268,6 +270,7 @@ public final class Store {
         } else if !options.readOnly {
             try dbs.writeConfig(env, config)
         }
+        if !options.readOnly { try Self.checkPartition(options.partitionRole, env, dbs, path, seq: meta.lastSeq, source: source) }
         world = World(config: config)
         workingSet = WorkingSet(budgetBytes: options.cacheBytes)
         lastHash = meta.lastHash
@@ -663,3 +666,57 @@ public final class Store {
         releaser?.stop()
     }
 }
+
+/// Which ops a writer appends to a store, for the check that a partition's store takes only its stream's
+/// ops (`serve --nats` records "partition P of N" in the log's meta at its first start): appended by a
+/// plain `ingest` or `serve`, or consumed as another partition, they would mix two orders in one log —
+/// events no stream holds, or another partition's ops on top of its own — and nothing would say so.
+public enum PartitionRole: Sendable, Equatable {
+    /// Not checked: the store's own maintenance (`repair`, `compact`), scratch stores, tests.
+    case unchecked
+    /// Ops from a file, stdin or HTTP (`ingest`, `serve`): refused on a partition's store.
+    case standalone
+    /// Partition `partition` of `partitions` (`serve --nats`): refused on another partition's store and on a
+    /// store that already holds ops from no stream; recorded at the first start.
+    case partition(Int, of: Int)
+}
+
+extension Store {
+    static func checkPartition(
+        _ role: PartitionRole, _ env: Environment, _ dbs: Databases, _ path: String, seq: UInt64, source: UInt64
+    ) throws {
+        guard role != .unchecked else { return }
+        let stored: String? = try env.read { txn in
+            try txn.get(dbs.meta, "partition").map { String(decoding: $0, as: UTF8.self) }
+        }
+        func refuse(_ message: String) -> StoreError { StoreError(code: .configMismatch, message: message, path: path) }
+        switch role {
+        case .unchecked:
+            return
+        case .standalone:
+            if let stored {
+                throw refuse(
+                    "store \(path) is partition \(stored) of a NATS deployment: its log is its stream's order, so it takes "
+                        + "ops only from `teamlog serve --nats` (route them with `teamlog route`); queries, `audit` and "
+                        + "`backup` read it as any store")
+            }
+        case .partition(let p, let n):
+            let mine = "\(p)/\(n)"
+            if let stored {
+                guard stored == mine else {
+                    throw refuse(
+                        "store \(path) is partition \(stored), not \(mine): serve it with --partition and --partitions as it "
+                            + "was made, or give partition \(mine) its own store")
+                }
+                return
+            }
+            if seq > 0 && source == 0 {
+                throw refuse(
+                    "store \(path) holds \(seq) events that came from no stream (`ingest` or a plain `serve`): a partition "
+                        + "starts from an empty store (or its own)")
+            }
+            try env.write { txn in try txn.put(dbs.meta, "partition", Array(mine.utf8)) }
+        }
+    }
+}
+

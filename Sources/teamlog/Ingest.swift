@@ -58,6 +58,7 @@ struct Ingest: ParsableCommand {
         defer { if fd != 0 { close(fd) } }
 
         var storeOpts = Store.Options()
+        storeOpts.partitionRole = .standalone
         storeOpts.noSync = noSync
         storeOpts.verifyChainAtOpen = verifyChain
         storeOpts.requestedConfig = settings.request

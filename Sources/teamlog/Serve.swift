@@ -129,6 +129,7 @@ struct Serve: AsyncParsableCommand {
                 + "(publish them with `teamlog route`)"
         }
         var options = WriterService.Options()
+        options.store.partitionRole = worker.map { .partition($0.partition, of: $0.partitions) } ?? .standalone
         options.store.noSync = noSync
         options.store.requestedConfig = settings.request
         try writer.apply(to: &options.store)
@@ -235,7 +236,12 @@ struct PartitionService: Service {
 
     func run() async throws {
         while writer.state == .opening { try await Task.sleep(for: .milliseconds(5)) }
-        guard writer.state == .ready else { return }
+        guard writer.state == .ready else {
+            // The store did not open: `serve` stops the group, says why and exits 2. Returning before the
+            // group stops failed it instead ("a service has finished unexpectedly", exit 3, and no reason).
+            try? await gracefulShutdown()
+            return
+        }
         let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)", reconnectForever: true)
         let worker = PartitionWorker(connection: connection, writer: writer, options: options)
         try worker.start()

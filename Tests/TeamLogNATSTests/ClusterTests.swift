@@ -3,6 +3,7 @@ import NATSServer
 import TeamLog
 import TeamLogNATS
 import TeamLogRuntime
+import TeamLogStore
 import TestSupport
 import Testing
 
@@ -173,6 +174,45 @@ struct ClusterTests {
         try again.flush()
         #expect(again.summary.perPartition == [0, 1], "routed to the message's partition")
         _ = try harness.stopAll()
+    }
+
+    /// A partition's store takes only its own stream's ops: `ingest` into it is refused, and so is serving
+    /// it as another partition (which consumed that partition's ops on top of its own log), or serving as a
+    /// partition a store whose events came from no stream — each with the reason, nothing written. Its
+    /// reads and `audit` are any store's.
+    @Test func aPartitionsStoreTakesOnlyItsStreamsOps() throws {
+        let harness = try ClusterHarness(partitions: 1)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        try harness.startAll()
+        try harness.route(ClusterHarness.workload(count: 100, seed: 5), connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        for status in try harness.stopAll() { #expect(status == .exited(0)) }
+        let store = harness.storePath(0)
+        let head = try Store.reader(at: store).head().seq
+        let exe = TestSupport.teamlogExecutable
+        let url = harness.urls.joined(separator: ",")
+        func run(_ arguments: [String], _ name: String) throws -> (ChildProcess.Status, String) {
+            let run = try ChildProcess.run(exe, arguments, stderr: harness.directory.child(name), timeout: 60)
+            return (run.status, try readFile(harness.directory.child(name)))
+        }
+        let input = harness.directory.child("one.jsonl")
+        let fd = open(input, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        _ = #"{"op":"clock.tick","actor":"a"}"#.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        let (ingested, ingestErr) = try run(["ingest", input, "--store", store], "ingest.err")
+        #expect(ingested == .exited(1) && ingestErr.contains("is partition 0/1 of a NATS deployment"), "\(ingestErr)")
+        let other = ["--nats", url, "--partition", "1", "--partitions", "2", "--listen", "127.0.0.1:0"]
+        let (served, serveErr) = try run(["serve", "--store", store] + other, "serve.err")
+        #expect(served == .exited(2) && serveErr.contains("is partition 0/1, not 1/2"), "\(serveErr)")
+        #expect(try Store.reader(at: store).head().seq == head, "nothing was written")
+        let plain = harness.directory.child("plain")
+        #expect(try run(["ingest", input, "--store", plain], "plain.err").0 == .exited(0))
+        let (mixed, mixedErr) = try run(
+            ["serve", "--store", plain, "--nats", url, "--partition", "0", "--partitions", "1", "--listen", "127.0.0.1:0"],
+            "mixed.err")
+        #expect(mixed == .exited(2) && mixedErr.contains("came from no stream"), "\(mixedErr)")
+        #expect(try run(["audit", "--store", store], "audit.err").0 == .exited(0))
     }
 
     /// A line the router cannot parse reaches partition 0 and is answered `rejected` there, with the
