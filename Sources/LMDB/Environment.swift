@@ -505,6 +505,19 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Whether `data.mdb` was removed (unlinked) while open: writes to it still succeed, into a file that no
+    /// path names any more and that is gone with the process.
+    public var dataFileIsUnlinked: Bool {
+        var fd: Int32 = -1
+        guard mdb_env_get_fd(env, &fd) == 0, fd >= 0 else { return false }
+        #if canImport(Glibc)
+            var info = Glibc.stat()
+        #else
+            var info = Darwin.stat()
+        #endif
+        return fstat(fd, &info) == 0 && info.st_nlink == 0
+    }
+
     /// Extends `data.mdb` to cover every page the new meta counts as in use.
     ///
     /// LMDB does not write pages a transaction allocated and freed again ("loose" pages), so a sound file

@@ -102,6 +102,15 @@ final class CommitJob: WriteJob, @unchecked Sendable {
                 throw StoreError(code: .corrupted, message: "the store has no outbox database")
             }
         }
+        // A store directory removed under a running writer: LMDB went on committing into the unlinked file,
+        // and every op acknowledged from then on was gone with the process (a server answered 200 and
+        // stayed ready). The batch is not durable in any store: it fails, and the store with it.
+        if env.dataFileIsUnlinked {
+            throw StoreError(
+                code: .io,
+                message: "the store's data file \(env.path)/data.mdb was removed while this writer ran: this batch "
+                    + "and any later one cannot be made durable (restore the store from a backup, then feed again)")
+        }
     }
 
     /// Frees the batch on the committer's thread, but keeps the events' buffer (emptied: the events are

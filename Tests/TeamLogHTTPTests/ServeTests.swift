@@ -460,6 +460,20 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 
+    /// The store's directory removed under a running server: the next write is not acknowledged (500
+    /// `storeFailed`) and `/readyz` says so — LMDB went on committing into the unlinked file, and the server
+    /// answered 200 and stayed ready for ops that were gone with the process.
+    @Test func aStoreRemovedUnderTheServerFailsItsNextWrite() async throws {
+        let server = try await LiveServer()
+        #expect(try await send("POST", server.base + "/v1/ops", body: body(exampleLines)).status == 200)
+        removeDirectoryTree(server.path)
+        let after = try await send("POST", server.base + "/v1/ops", body: op("client.login", "zed", ["device": "d"]))
+        #expect(after.status == 500 && after.json["error"]?["code"] == .string("storeFailed"), "\(after.body)")
+        let ready = try await send("GET", server.base + "/readyz")
+        #expect(ready.status == 503 && ready.body.contains("was removed while this writer ran"), "\(ready.body)")
+        try? await server.stop()
+    }
+
     /// A streamed body is timed to its end, not to its head: a record stream held open for 400 ms is
     /// recorded (once the client has gone) with at least that duration.
     @Test func aStreamedResponseIsTimedToItsEnd() async throws {
