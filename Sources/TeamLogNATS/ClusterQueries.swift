@@ -42,9 +42,9 @@ public struct ClusterQueries {
         }
     }
 
-    /// Each partition's `status`, in partition order.
+    /// Each partition's `status`, in partition order; the first partition that gives none throws.
     public func statuses() throws -> [JSONValue] {
-        try (0..<partitions).map { p in try request(p, "status", []) }
+        try statusesOrFailures().map { try $0.get() }
     }
 
     /// Each partition's `status`, or why it gave none (a partition down during an outage is what an

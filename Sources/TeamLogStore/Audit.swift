@@ -309,7 +309,7 @@ extension Store {
         for byte in text {
             switch byte {
             case 0: bytes.append(UInt8(ascii: "/"))
-            case 0x01..<0x20, 0x7F: bytes += Array("\\x".utf8) + Array(String(byte, radix: 16).leftPadded(to: 2).utf8)
+            case 0x01..<0x20, 0x7F: bytes += Array("\\x".utf8) + Array(HashChain.hex([byte]).utf8)
             default: bytes.append(byte)
             }
         }
@@ -357,12 +357,5 @@ struct TableDigester {
 
     var digest: String {
         records == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
-    }
-}
-
-extension String {
-    /// The string with zeros before it up to `width` characters.
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -55,11 +55,7 @@ extension Store {
         let source = try Store.reader(at: given)
         var sourceOpen = true
         defer { if sourceOpen { source.close() } }
-        guard let resolved = realpath(given, nil) else {
-            throw StoreError.system("cannot resolve \(given)", call: "realpath", path: given)
-        }
-        let path = String(cString: resolved)
-        free(resolved)
+        let path = canonicalPath(given)  // it exists: the reader above opened it
         let lock: WriterLock
         do { lock = try WriterLock(directory: path, wait: false) } catch let error as StoreError
         where error.code == .writerBusy {

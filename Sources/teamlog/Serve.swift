@@ -115,10 +115,7 @@ struct Serve: AsyncParsableCommand {
             config.atBase = atBase
         }
         var worker: PartitionWorker.Options?
-        if cluster.nats != nil {
-            guard let partition, (0..<cluster.partitions).contains(partition) else {
-                throw ValidationError("--nats needs --partition P with 0 <= P < --partitions")
-            }
+        if cluster.nats != nil, let partition {  // in range: `validate`
             var w = PartitionWorker.Options()
             w.partition = partition
             w.partitions = cluster.partitions

@@ -55,29 +55,25 @@ extension Status {
             printErr("teamlog: \(error)")
             throw ExitCode(3)
         }
-        let statuses = results.enumerated().map { p, result in
+        var statuses: [JSONValue] = []
+        var lines: [String] = []
+        var unanswered = false
+        for (p, result) in results.enumerated() {
             switch result {
-            case .success(let status): status
-            case .failure(let error): JSONValue.object([("partition", .int(Int64(p))), ("error", .string("\(error)"))])
-            }
-        }
-        if json {
-            try printOut(JSONValue.array(statuses).jsonString)
-        } else {
-            var lines: [String] = []
-            for s in statuses {
-                if let error = s["error"] {
-                    lines.append("partition \(TeamLogNATS_text(s["partition"])): NO ANSWER: \(TeamLogNATS_text(error))")
-                    continue
-                }
+            case .success(let s):
+                statuses.append(s)
                 lines.append(
-                    "partition \(TeamLogNATS_text(s["partition"])): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
+                    "partition \(p): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
                         + "\(TeamLogNATS_text(s["sourcePosition"])), consumed \(TeamLogNATS_text(s["consumed"])), unpublished "
                         + "\(TeamLogNATS_text(s["unpublished"])), caught up \(TeamLogNATS_text(s["caughtUp"]))")
+            case .failure(let error):
+                unanswered = true
+                statuses.append(.object([("partition", .int(Int64(p))), ("error", .string("\(error)"))]))
+                lines.append("partition \(p): NO ANSWER: \(error)")
             }
-            try printOut(lines.joined(separator: "\n"))
         }
-        if results.contains(where: { if case .failure = $0 { true } else { false } }) { throw ExitCode(3) }
+        try printOut(json ? JSONValue.array(statuses).jsonString : lines.joined(separator: "\n"))
+        if unanswered { throw ExitCode(3) }
     }
 }
 
