@@ -39,6 +39,8 @@ public final class JetStream: @unchecked Sendable {
         public var duplicateWindowSeconds = 120
         /// File storage (survives restarts) or memory storage.
         public var fileStorage = true
+        /// The stream's description (kept by the server with its configuration).
+        public var description: String?
 
         /// A stream named `name` over `subjects`, with the defaults above.
         public init(name: String, subjects: [String]) {
@@ -78,6 +80,8 @@ public final class JetStream: @unchecked Sendable {
         public var consumers: Int
         /// The server name of the stream's leader in a cluster (`nil` on a single server or while none).
         public var leader: String?
+        /// The description in its configuration, if it has one.
+        public var description: String? = nil
     }
 
     /// The connection this context publishes and subscribes on.
@@ -137,6 +141,7 @@ public final class JetStream: @unchecked Sendable {
         cfg.Replicas = Int64(config.replicas)
         cfg.Duplicates = Int64(config.duplicateWindowSeconds) * 1_000_000_000
         cfg.Storage = config.fileStorage ? js_FileStorage : js_MemoryStorage
+        if let description = config.description { cfg.Description = arena(description) }
         var info: UnsafeMutablePointer<jsStreamInfo>?
         var jsCode = jsErrCode(rawValue: 0)
         let status = subjects.withUnsafeMutableBufferPointer { buffer in
@@ -163,7 +168,8 @@ public final class JetStream: @unchecked Sendable {
         return StreamState(
             messages: s.Msgs, bytes: s.Bytes, firstSequence: s.FirstSeq, lastSequence: s.LastSeq,
             consumers: Int(s.Consumers),
-            leader: info.pointee.Cluster?.pointee.Leader.flatMap { $0.pointee == 0 ? nil : String(cString: $0) })
+            leader: info.pointee.Cluster?.pointee.Leader.flatMap { $0.pointee == 0 ? nil : String(cString: $0) },
+            description: info.pointee.Config?.pointee.Description.flatMap { $0.pointee == 0 ? nil : String(cString: $0) })
     }
 
     /// The last sequence stored in `stream` (0 when empty); `.notFound` when there is no such stream.

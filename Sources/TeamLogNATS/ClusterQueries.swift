@@ -16,12 +16,25 @@ public import TeamLogRuntime
 public struct ClusterQueries {
     public let connection: NATSConnection
     public let partitions: Int
+    /// How the deployment maps a team or channel to its partition.
+    public let scheme: PartitionScheme
     public let timeoutMs: Int
 
-    public init(connection: NATSConnection, partitions: Int, timeoutMs: Int = 5_000) {
+    public init(connection: NATSConnection, partitions: Int, scheme: PartitionScheme, timeoutMs: Int = 5_000) {
         self.connection = connection
         self.partitions = partitions
+        self.scheme = scheme
         self.timeoutMs = timeoutMs
+    }
+
+    /// A client for the deployment on `connection`, with the scheme its op stream records (checked
+    /// against `partitions`); with no op stream yet, the scheme new deployments get.
+    public init(connection: NATSConnection, partitions: Int, timeoutMs: Int = 5_000) throws {
+        let js = try connection.jetStream()
+        let partitioning = try retrying(3, "reading the deployment's partitioning") { try TeamLogSubjects.partitioning(js) }
+        try partitioning?.check(partitions: partitions)
+        self.init(
+            connection: connection, partitions: partitions, scheme: partitioning?.scheme ?? .current, timeoutMs: timeoutMs)
     }
 
     /// The answer, or `nil` when no partition knows the id.
@@ -31,9 +44,9 @@ public struct ClusterQueries {
             let answers = try (0..<partitions).map { try ask($0, kind, id) }
             return QueryKind.mergeUnread(user: id, answers.compactMap { $0 })
         case .team:
-            return try ask(PartitionKey.partition(of: PartitionKey.teamKey(id), count: partitions), kind, id)
+            return try ask(PartitionKey.partition(of: PartitionKey.teamKey(id), count: partitions, scheme: scheme), kind, id)
         case .channel:
-            return try ask(PartitionKey.partition(of: PartitionKey.channelKey(id), count: partitions), kind, id)
+            return try ask(PartitionKey.partition(of: PartitionKey.channelKey(id), count: partitions, scheme: scheme), kind, id)
         case .message, .receipts:
             for p in 0..<partitions {
                 if let answer = try ask(p, kind, id) { return answer }

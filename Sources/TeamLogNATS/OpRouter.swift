@@ -35,6 +35,8 @@ public final class OpRouter {
     private let connection: NATSConnection
     private let js: JetStream
     public let options: Options
+    /// The deployment's partitioning, as its op stream records it.
+    public let partitioning: Partitioning
     private var planner: RoutePlanner
     private var pending: [RoutePlanner.Planned] = []
     public private(set) var summary = Summary()
@@ -44,10 +46,10 @@ public final class OpRouter {
         self.connection = connection
         self.options = options
         js = try connection.jetStream(maxPendingAsync: 65_536)  // windows stay far below: no stall inside libnats
-        try retrying(options.retries, "creating the streams") { [js] in
-            try TeamLogSubjects.ensureStreams(js, replicas: options.replicas)
+        partitioning = try retrying(options.retries, "creating the streams") { [js] in
+            try TeamLogSubjects.ensureStreams(js, partitions: options.partitions, replicas: options.replicas)
         }
-        planner = RoutePlanner(partitions: options.partitions)
+        planner = RoutePlanner(partitions: options.partitions, scheme: partitioning.scheme)
         summary.perPartition = Array(repeating: 0, count: options.partitions)
         let partitions = options.partitions
         let retries = options.retries
@@ -114,16 +116,30 @@ public final class OpRouter {
 
 /// Runs `body` up to `attempts` times, waiting `waitBeforeRetry` between failures; the last failure is
 /// thrown as a `ClusterError` naming `what` and the attempts (a NATS cluster electing leaders answers
-/// JetStream requests with timeouts for a few seconds).
+/// JetStream requests with timeouts for a few seconds). A failure that cannot pass (`isPermanent`) is
+/// thrown at once.
 func retrying<R>(_ attempts: Int, _ what: String, _ body: () throws -> R) throws -> R {
     var attempt = 0
     while true {
         attempt += 1
         do { return try body() } catch {
+            if isPermanent(error) { throw ClusterError("\(what) failed: \(error)", permanent: true) }
             if attempt >= max(1, attempts) { throw ClusterError("\(what) failed \(attempt) times: \(error)") }
             waitBeforeRetry(attempt)
         }
     }
+}
+
+/// Whether asking again cannot help: a `ClusterError` that says so, or a JetStream refusal of the
+/// configuration itself — replicas on a server without clustering (10074), an invalid configuration
+/// (10052), subjects another stream holds (10065), JetStream not enabled (10076, 10039). "Insufficient
+/// resources" (10023) is retried: a cluster whose nodes are still joining answers it for a while.
+func isPermanent(_ error: any Error) -> Bool {
+    if let error = error as? ClusterError { return error.permanent }
+    if let error = error as? NATSError, let code = error.jetStreamCode {
+        return [10_074, 10_052, 10_065, 10_076, 10_039].contains(code)
+    }
+    return false
 }
 
 /// Sleeps 100 ms × 2^(attempt-1), capped at 2 s.

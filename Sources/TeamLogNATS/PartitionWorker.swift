@@ -134,7 +134,7 @@ public final class PartitionWorker: @unchecked Sendable {
 
     /// The streams, the outbox's leftovers published again, and the consumer at the store's position.
     private func prepare(_ js: JetStream) throws {
-        try TeamLogSubjects.ensureStreams(js, replicas: options.replicas)
+        try TeamLogSubjects.ensureStreams(js, partitions: options.partitions, replicas: options.replicas)
         let leftovers = try writer.unpublished()
         if !leftovers.isEmpty {
             try publish(leftovers.map { Done(position: $0.position, message: nil, records: $0.records) })

@@ -1,4 +1,5 @@
 public import NATS
+public import TeamLog
 import TeamLogRuntime
 
 /// The names teamlog uses on NATS (docs/nats.md).
@@ -28,19 +29,98 @@ public enum TeamLogSubjects {
         "\(partition):\(position):\(index)"
     }
 
-    /// Creates both streams when absent (an existing stream is left as it is). The output stream
-    /// de-duplicates over `outDuplicateWindowSeconds`: a partition that restarts within it re-publishes its
-    /// unconfirmed outbox without duplicates downstream (docs/nats.md says what happens beyond it).
+    /// Creates both streams when absent (an existing stream is left as it is) and returns the
+    /// deployment's partitioning: a new op stream records `PartitionScheme.current` and `partitions` in
+    /// its description; an existing one's record is read and checked against `partitions` (a router or
+    /// partition with another count would send keys where no partition reads them, or consume a
+    /// subject no router feeds). The output stream de-duplicates over `outDuplicateWindowSeconds`: a
+    /// partition that restarts within it re-publishes its unconfirmed outbox without duplicates
+    /// downstream (docs/nats.md says what happens beyond it).
+    @discardableResult
     public static func ensureStreams(
-        _ js: JetStream, replicas: Int = 1, opsDuplicateWindowSeconds: Int = 120, outDuplicateWindowSeconds: Int = 600
-    ) throws {
+        _ js: JetStream, partitions: Int, replicas: Int = 1, opsDuplicateWindowSeconds: Int = 120,
+        outDuplicateWindowSeconds: Int = 600
+    ) throws -> Partitioning {
         var ops = JetStream.StreamConfig(name: opsStream, subjects: ["teamlog.ops.*"])
         ops.replicas = replicas
         ops.duplicateWindowSeconds = opsDuplicateWindowSeconds
-        try js.ensureStream(ops)
+        let created = Partitioning(scheme: .current, partitions: partitions)
+        ops.description = created.recorded
+        let partitioning: Partitioning
+        if try js.ensureStream(ops) {
+            partitioning = created
+        } else {
+            guard let existing = try self.partitioning(js) else {
+                throw ClusterError("\(opsStream) vanished while it was being set up")
+            }
+            try existing.check(partitions: partitions)
+            partitioning = existing
+        }
         var out = JetStream.StreamConfig(name: outStream, subjects: ["teamlog.out.>"])
         out.replicas = replicas
         out.duplicateWindowSeconds = outDuplicateWindowSeconds
         try js.ensureStream(out)
+        return partitioning
+    }
+
+    /// The partitioning the op stream records, or `nil` when there is no op stream yet.
+    public static func partitioning(_ js: JetStream) throws -> Partitioning? {
+        guard let state = try js.streamState(opsStream) else { return nil }
+        return try Partitioning(recorded: state.description)
+    }
+}
+
+/// How a deployment splits its keys: the scheme and the partition count, recorded in the op stream's
+/// description when the stream is created (`teamlog ops; partitioning 2; partitions 3`). A stream made
+/// before the record carries none: scheme 1, any count (as those releases did).
+public struct Partitioning: Sendable, Equatable, CustomStringConvertible {
+    public var scheme: PartitionScheme
+    /// The recorded count; `nil` for a stream made before the record.
+    public var partitions: Int?
+
+    public init(scheme: PartitionScheme, partitions: Int?) {
+        self.scheme = scheme
+        self.partitions = partitions
+    }
+
+    /// Reads a stream description; one that is not teamlog's record is a stream from before it.
+    public init(recorded description: String?) throws {
+        let prefix = "teamlog ops;"
+        guard let description, description.hasPrefix(prefix) else {
+            self.init(scheme: .fnv1a, partitions: nil)
+            return
+        }
+        var fields: [String: String] = [:]
+        for part in description.dropFirst(prefix.count).split(separator: ";") {
+            let words = part.split(separator: " ")
+            if words.count == 2 { fields[String(words[0])] = String(words[1]) }
+        }
+        guard let version = fields["partitioning"].flatMap({ Int($0) }),
+            let count = fields["partitions"].flatMap({ Int($0) }), count > 0
+        else {
+            throw ClusterError("\(TeamLogSubjects.opsStream)'s description is not a partitioning record: \(description)", permanent: true)
+        }
+        guard let scheme = PartitionScheme(rawValue: version) else {
+            throw ClusterError(
+                "\(TeamLogSubjects.opsStream) uses partitioning \(version), which this teamlog does not know "
+                    + "(a newer release made the deployment): upgrade", permanent: true)
+        }
+        self.init(scheme: scheme, partitions: count)
+    }
+
+    /// The description a new op stream carries.
+    public var recorded: String { "teamlog ops; partitioning \(scheme.rawValue); partitions \(partitions ?? 0)" }
+
+    /// Refuses a partition count other than the recorded one.
+    public func check(partitions given: Int) throws {
+        guard let partitions, partitions != given else { return }
+        throw ClusterError(
+            "the deployment on \(TeamLogSubjects.opsStream) has \(partitions) partitions, not \(given): give "
+                + "--partitions \(partitions) (changing the count moves keys: a re-partitioning is a new "
+                + "deployment fed from `teamlog log`, docs/nats.md)", permanent: true)
+    }
+
+    public var description: String {
+        "partitioning \(scheme)" + (partitions.map { ", \($0) partitions" } ?? " (recorded by no stream: any count)")
     }
 }

@@ -39,6 +39,8 @@ public struct RoutePlanner {
     }
 
     public let partitions: Int
+    /// How keys map to partitions (the deployment's, recorded with its op stream).
+    public let scheme: PartitionScheme
     /// How many recent `messageId → partition` pairs are remembered (bounded memory).
     public let recentCapacity: Int
     /// Finds the partition holding a message the planner no longer remembers; `nil`: none does. It throws
@@ -49,9 +51,12 @@ public struct RoutePlanner {
     private var recentOrder: [Id] = []
     private var recentNext = 0
 
-    public init(partitions: Int, recentCapacity: Int = 1 << 20, locate: ((Id) throws -> Int?)? = nil) {
+    public init(
+        partitions: Int, scheme: PartitionScheme, recentCapacity: Int = 1 << 20, locate: ((Id) throws -> Int?)? = nil
+    ) {
         precondition(partitions > 0, "a partition count is positive")
         self.partitions = partitions
+        self.scheme = scheme
         self.recentCapacity = max(1, recentCapacity)
         self.locate = locate
     }
@@ -78,7 +83,7 @@ public struct RoutePlanner {
             let data = op.ts == nil ? Self.stamped(bytes, ts: now) : bytes
             switch PartitionKey.of(op) {
             case .key(let key):
-                let p = PartitionKey.partition(of: key, count: partitions)
+                let p = PartitionKey.partition(of: key, count: partitions, scheme: scheme)
                 if case .messageSend(let m) = op.body { remember(m.messageId, p) }
                 return [Planned(partition: p, data: data, msgId: op.opId?.string, line: number)]
             case .broadcast:
@@ -88,7 +93,7 @@ public struct RoutePlanner {
             case .byMessage(let messageId):
                 let p =
                     try recent[messageId] ?? locate?(messageId)
-                    ?? PartitionKey.fallbackPartition(of: messageId, count: partitions)
+                    ?? PartitionKey.fallbackPartition(of: messageId, count: partitions, scheme: scheme)
                 return [Planned(partition: p, data: data, msgId: op.opId?.string, line: number)]
             }
         }

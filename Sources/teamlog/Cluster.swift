@@ -46,7 +46,7 @@ struct ClusterOptions: ParsableArguments {
 
     /// A cross-partition query client.
     func queries() throws -> ClusterQueries {
-        ClusterQueries(connection: try connect(name: "teamlog-query"), partitions: partitions)
+        try ClusterQueries(connection: try connect(name: "teamlog-query"), partitions: partitions)
     }
 }
 

@@ -3,6 +3,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 import TeamLog
 import TeamLogHTTP
 import TeamLogNATS
@@ -143,8 +144,9 @@ struct Serve: AsyncParsableCommand {
         let writer = WriterService(path: storeOptions.path, options: options) { metrics.record($0) }
         let server = TeamLogServer(writer: writer, configuration: config, metrics: metrics, logger: logger)
         var services: [any Service] = [WriterLifecycle(writer: writer), server]
+        let consuming = Signal()
         if let worker {
-            services.append(PartitionService(writer: writer, cluster: cluster, options: worker))
+            services.append(PartitionService(writer: writer, cluster: cluster, options: worker, consuming: consuming))
         }
         let group = ServiceGroup(
             configuration: .init(
@@ -170,6 +172,10 @@ struct Serve: AsyncParsableCommand {
                 await group.triggerGracefulShutdown()  // said below, before exiting 2
                 return
             }
+            // A partition says it serves once it consumes its stream too: a NATS that cannot be reached
+            // fails the group (exit 3) without a "serving" line before it.
+            while worker != nil && !consuming.isSet { try? await Task.sleep(for: .milliseconds(5)) }
+            if Task.isCancelled { return }
             if let replayed = writer.store?.replayedAtOpen, replayed > 0 {
                 // A crash left a log tail after the projections' checkpoint: say the open replayed it.
                 logger.notice(
@@ -230,6 +236,8 @@ struct PartitionService: Service {
     let writer: WriterService
     let cluster: ClusterOptions
     let options: PartitionWorker.Options
+    /// Set once the worker consumes its stream (`serve` prints its "serving" line then).
+    let consuming: Signal
 
     func run() async throws {
         while writer.state == .opening { try await Task.sleep(for: .milliseconds(5)) }
@@ -242,6 +250,7 @@ struct PartitionService: Service {
         let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)", reconnectForever: true)
         let worker = PartitionWorker(connection: connection, writer: writer, options: options)
         try worker.start()
+        consuming.set()
         printErr(
             "teamlog: partition \(options.partition) of \(options.partitions) consuming \(TeamLogSubjects.ops(options.partition))"
         )
@@ -258,4 +267,11 @@ struct PartitionService: Service {
         }
         if let failure = worker.failure { throw ClusterError("partition \(options.partition): \(failure)") }
     }
+}
+
+/// A one-way signal one task sets and another polls.
+final class Signal: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
 }

@@ -51,12 +51,16 @@ extension Status {
     /// the others' statuses, and the command then exits 3.
     func clusterStatus() throws {
         let results: [Result<JSONValue, ClusterError>]
-        do { results = try cluster.queries().statusesOrFailures() } catch {
+        let queries: ClusterQueries
+        do {
+            queries = try cluster.queries()
+            results = queries.statusesOrFailures()
+        } catch {
             printErr("teamlog: \(error)")
             throw ExitCode(3)
         }
         var statuses: [JSONValue] = []
-        var lines: [String] = []
+        var lines = ["deployment: \(queries.partitions) partitions, partitioning \(queries.scheme)"]
         var unanswered = false
         for (p, result) in results.enumerated() {
             switch result {

@@ -109,7 +109,7 @@ final class ClusterHarness {
             guard let p = Int(m.subject.split(separator: ".").last ?? "") else { continue }
             expected[p] = max(expected[p], m.streamSequence ?? 0)
         }
-        let queries = ClusterQueries(connection: connection, partitions: partitions, timeoutMs: 2_000)
+        let queries = try ClusterQueries(connection: connection, partitions: partitions, timeoutMs: 2_000)
         let deadline = monotonicSeconds() + timeout
         var lastError = ""
         while true {

@@ -27,7 +27,7 @@ struct ClusterTests {
     /// Runs the three checks.
     func verify(_ harness: ClusterHarness, _ lines: [String], _ connection: NATSConnection) throws {
         try harness.waitUntilCaughtUp(connection)
-        let queries = ClusterQueries(connection: connection, partitions: harness.partitions)
+        let queries = try ClusterQueries(connection: connection, partitions: harness.partitions)
         let cluster = try ClusterHarness.answers(lines) { kind, id in try queries.answer(kind, id) }
         let single = try harness.singleStoreAnswers(lines)
         #expect(cluster.count == single.count)
@@ -140,7 +140,7 @@ struct ClusterTests {
         for i in 0..<64 {
             let line = #"{"op":"message.send","actor":"a","ts":1,"to":{"type":"p2p","id":"peer\#(i)"},"messageId":"mm\#(i)","content":{"type":"text","text":"x"},"opId":"s\#(i)"}"#
             if case .success(let op) = OpParser.parse(line: line), case .key(let key) = PartitionKey.of(op),
-                PartitionKey.partition(of: key, count: 2) == 1
+                PartitionKey.partition(of: key, count: 2, scheme: .current) == 1
             {
                 send = (line, "mm\(i)")
                 break
@@ -165,7 +165,8 @@ struct ClusterTests {
             TestSupport.teamlogExecutable, ["status", "--nats", harness.urls.joined(separator: ","), "--partitions", "2"],
             stderr: harness.directory.child("status.err"), timeout: 60)
         #expect(status.status == .exited(3))
-        #expect(status.lines.count == 2 && status.lines[0].hasPrefix("partition 0: head seq"), "\(status.lines)")
+        #expect(status.lines.count == 3 && status.lines[1].hasPrefix("partition 0: head seq"), "\(status.lines)")
+        #expect(status.lines[0] == "deployment: 2 partitions, partitioning 2 (FNV-1a + fmix64)", "\(status.lines)")
         #expect(status.lines.last?.hasPrefix("partition 1: NO ANSWER") == true, "\(status.lines)")
         try harness.startPartition(1)
         try harness.waitUntilCaughtUp(connection)
@@ -213,6 +214,66 @@ struct ClusterTests {
             "mixed.err")
         #expect(mixed == .exited(2) && mixedErr.contains("came from no stream"), "\(mixedErr)")
         #expect(try run(["audit", "--store", store], "audit.err").0 == .exited(0))
+    }
+
+    /// The op stream records its deployment's partitioning (the scheme, 2, and the count) when it is
+    /// made. A router, a partition or a query client with another count is refused at once — it would
+    /// send keys where no partition reads them, or consume a subject no router feeds —, a stream made
+    /// before the record routes by scheme 1 as it always did, and a configuration NATS refuses (replicas
+    /// on a single server) fails at once instead of being retried for 17 s.
+    @Test func theDeploymentKeepsThePartitioningItWasMadeWith() throws {
+        let harness = try ClusterHarness(partitions: 2)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let js = try connection.jetStream()
+        try harness.route([#"{"op":"clock.tick","actor":"a","ts":1}"#], connection: connection)
+        #expect(try TeamLogSubjects.partitioning(js) == Partitioning(scheme: .current, partitions: 2))
+        var options = OpRouter.Options()
+        options.partitions = 3
+        #expect { _ = try OpRouter(connection: connection, options: options) } throws: { error in
+            guard let error = error as? ClusterError else { return false }
+            return error.permanent && error.description.contains("has 2 partitions, not 3")
+        }
+        #expect(throws: ClusterError.self) { _ = try ClusterQueries(connection: connection, partitions: 3) }
+        #expect(try ClusterQueries(connection: connection, partitions: 2).scheme == .current)
+        // A partition started with another count: exit 3 with the reason, and no "serving" line first.
+        let serve = try ChildProcess(
+            TestSupport.teamlogExecutable,
+            [
+                "serve", "--store", harness.directory.child("odd"), "--listen", "127.0.0.1:0", "--nats",
+                harness.urls.joined(separator: ","), "--partition", "0", "--partitions", "3",
+            ], stderr: harness.directory.child("odd.err"))
+        let printed = try serve.readToEnd(timeout: 60)
+        #expect(serve.wait() == .exited(3))
+        #expect(!printed.contains { $0.contains("serving") }, "\(printed)")
+        let said = try readFile(harness.directory.child("odd.err"))
+        #expect(said.contains("has 2 partitions, not 3") && !said.contains("times"), "\(said)")
+
+        // A stream made before the record: scheme 1 and any count, as before.
+        try js.deleteStream(TeamLogSubjects.opsStream)
+        try js.ensureStream(JetStream.StreamConfig(name: TeamLogSubjects.opsStream, subjects: ["teamlog.ops.*"]))
+        options.partitions = 2
+        let router = try OpRouter(connection: connection, options: options)
+        #expect(router.partitioning == Partitioning(scheme: .fnv1a, partitions: nil))
+        #expect(try ClusterQueries(connection: connection, partitions: 2).scheme == .fnv1a)
+        let team = try #require(
+            (0..<64).map { Id("team\($0)") }.first { id in
+                PartitionKey.partition(of: PartitionKey.teamKey(id), count: 2, scheme: .fnv1a)
+                    != PartitionKey.partition(of: PartitionKey.teamKey(id), count: 2, scheme: .current)
+            })
+        let line = #"{"op":"team.create","actor":"a","ts":1,"team":"\#(team.string)"}"#
+        try router.route(.text(number: 1, bytes: Array(line.utf8)), now: 0)
+        try router.flush()
+        let stored = try #require(try ClusterHarness.messages(js, TeamLogSubjects.opsStream).last)
+        #expect(stored.subject == TeamLogSubjects.ops(PartitionKey.partition(of: PartitionKey.teamKey(team), count: 2, scheme: .fnv1a)))
+
+        // Replicas a single server cannot have: refused at once, not retried.
+        try js.deleteStream(TeamLogSubjects.opsStream)
+        options.replicas = 3
+        #expect { _ = try OpRouter(connection: connection, options: options) } throws: { error in
+            guard let error = error as? ClusterError else { return false }
+            return error.permanent && !error.description.contains("times")
+        }
     }
 
     /// A line the router cannot parse reaches partition 0 and is answered `rejected` there, with the

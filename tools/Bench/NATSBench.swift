@@ -306,7 +306,7 @@ struct NATSBench {
     private func waitUntilCaughtUp(
         _ connection: NATSConnection, last: [UInt64], children: [RunningChild], dir: String
     ) throws {
-        let queries = ClusterQueries(connection: connection, partitions: last.count, timeoutMs: 2_000)
+        let queries = try ClusterQueries(connection: connection, partitions: last.count, timeoutMs: 2_000)
         let deadline = now() + options.catchUpTimeout
         while true {
             if let statuses = try? queries.statuses(),
@@ -449,7 +449,7 @@ struct NATSBench {
     /// and the single key with the most lines.
     private func distribution(_ lines: ArraySlice<[UInt8]>) -> Distribution {
         let counts = Array(1...options.modelPartitions)
-        var planners = counts.map { RoutePlanner(partitions: $0) }
+        var planners = counts.map { RoutePlanner(partitions: $0, scheme: .current) }
         var perPartition = counts.map { Array(repeating: 0, count: $0) }
         var broadcast = 0
         var keyLines: [[UInt8]: Int] = [:]
