@@ -128,6 +128,12 @@ func run() throws {
         case "--apply-ceiling":
             try applyCeiling(args.next()!)
             return
+        case "--spread":
+            let file = args.next()!
+            var maxPartitions = 8
+            if args.next() == "--max-partitions" { maxPartitions = Int(args.next()!)! }
+            try spread(file, maxPartitions: maxPartitions)
+            return
         default:
             print(
                 "usage: teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR] [--row-mix-ops N] [--sqlite-seconds S]"
@@ -137,6 +143,7 @@ func run() throws {
                     + " [--keep] [--scale-base-audit] [--scale-one-process]")
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
             print("       teamlog-bench --apply-ceiling STORE")
+            print("       teamlog-bench --spread FILE [--max-partitions N]")
             print(
                 "       teamlog-bench --stream [--stream-rate OPS/S] [--stream-seconds S] [--stream-warm-up N] [--stream-live-warm-up N]"
                     + " [--stream-latency-log FILE] [--stream-child-args \"ARGS\"] [--stream-backup-at S | --stream-audit-at S] [--stream-side-args \"ARGS\"]"
