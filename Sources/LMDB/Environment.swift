@@ -90,6 +90,7 @@ public final class Environment: @unchecked Sendable {
         var flags = UInt32(MDB_NOTLS)
         if options.noSync { flags |= UInt32(MDB_NOSYNC) }
         if options.readOnly { flags |= UInt32(MDB_RDONLY) }
+        try reserveLockFile(directory: path, maxReaders: options.maxReaders)
         try check(mdb_env_open(env, path, flags, 0o644), "mdb_env_open \(path)")
         var dead: Int32 = 0
         try check(mdb_reader_check(env, &dead), "mdb_reader_check")
@@ -668,4 +669,32 @@ private func drainCopy(
 /// What the copying thread of `Environment.copy(to:rangeBytes:durable:)` returned (read after joining it).
 private final class CopyOutcome: @unchecked Sendable {
     var code: Int32 = 0
+}
+
+/// LMDB sizes a new `lock.mdb` with `ftruncate` — a sparse file — and writes its reader table through
+/// a shared map: on a full disk the first store into the map is a SIGBUS that kills the process (a
+/// new store, or a reader of a copy without a lock file, on a full file system). Giving the file its
+/// blocks first (`posix_fallocate`) turns that into ENOSPC, an error. The size is the one LMDB gives
+/// it — a 192-byte header (three cache lines on x86-64 glibc) and a 64-byte slot per reader after the
+/// first: 8,192 bytes for 126 readers, as LMDB's own files here measure —, so LMDB finds the file as
+/// large as it needs and counts the same reader slots from its size as every other process does.
+/// (Where the header is larger, LMDB extends the file itself: only its last slot is left sparse.) Only
+/// a new, empty file is sized: one in use is never changed under the processes that mapped it. A file
+/// that cannot be opened for writing is left to LMDB (a read-only file system: it runs without locks).
+func reserveLockFile(directory: String, maxReaders: Int) throws {
+    let lock = directory + "/lock.mdb"
+    let fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    var st = stat()
+    guard fstat(fd, &st) == 0 else { return }
+    guard st.st_size == 0 else { return }
+    let rc = posix_fallocate(fd, 0, off_t((max(maxReaders, 1) - 1) * 64 + 192))
+    if rc == ENOSPC || rc == EDQUOT {
+        _ = ftruncate(fd, 0)  // as LMDB would find it: an empty file it sizes itself
+        throw LMDBError(
+            code: .system(rc),
+            message: "its lock file lock.mdb could not be given its blocks: \(String(cString: strerror(rc)))",
+            context: "mdb_env_open \(directory)")
+    }
 }

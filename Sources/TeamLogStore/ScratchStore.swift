@@ -40,6 +40,21 @@ public final class ScratchStore {
         return position
     }
 
+    /// Runs `body`, which writes this scratch store (a replay's applies, batches and checkpoints: the
+    /// replayed store is only read): a failure is named as the scratch store's (`isScratchFailure`), as
+    /// `noSpace` when its file system has no room left — checked now, while the store still fills it.
+    func owning<R>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch let error as StoreError where error.path == path { throw error } catch {
+            if let free = Store.outOfSpace(error, directory: path) {
+                throw StoreError(
+                    code: .noSpace, message: "no space left on device for the scratch store \(path) (\(free) bytes free)",
+                    cause: error, path: path)
+            }
+            guard error is LMDBError else { throw error }
+            throw StoreError(code: .lmdb, message: "the scratch store \(path) failed", cause: error, path: path)
+        }
+    }
+
     /// Closes the store and removes its directory.
     public func remove() {
         guard !removed else { return }
@@ -50,9 +65,30 @@ public final class ScratchStore {
 
     deinit { remove() }
 
+    /// Where scratch stores are made: `$TMPDIR`, or /tmp.
+    public static var parentDirectory: String {
+        getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    }
+
+    /// Whether `error`, thrown by a replay into a scratch store (`audit`, `repair`, `--at`), is the
+    /// scratch store's own failure — its directory or files could not be made, or its file system ran
+    /// out of room (LMDB reports a short write as EIO: put down to a full disk as a commit's is) — rather
+    /// than anything about the store being replayed. Such a run could not be done: it says nothing of
+    /// the store.
+    public static func isScratchFailure(_ error: any Error) -> Bool {
+        let parent = parentDirectory
+        if let error = error as? StoreError, let path = error.path,
+            path == parent || path.hasPrefix(parent + "/teamlog-scratch-")
+        {
+            return true
+        }
+        let cause = (error as? StoreError)?.cause ?? error
+        return Store.outOfSpace(cause, directory: parent) != nil
+    }
+
     /// A new empty directory under `$TMPDIR` (or /tmp).
     static func makeDirectory() throws -> String {
-        let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let base = parentDirectory
         var template = Array("\(base)/teamlog-scratch-XXXXXX".utf8CString)
         guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw StoreError.system("cannot create a scratch directory in \(base)", call: "mkdtemp", path: base)
@@ -255,11 +291,13 @@ extension Store {
     ) throws {
         let target = scratch.store
         func apply(_ event: Event) throws {
-            try target.applyReplayed(event)
-            if target.projectionsOnly {
-                if event.seq % UInt64(batchSize) == 0 { try target.replayedBatchDone() }
-            } else if target.pendingCount >= batchSize {
-                try target.commit()
+            try scratch.owning {
+                try target.applyReplayed(event)
+                if target.projectionsOnly {
+                    if event.seq % UInt64(batchSize) == 0 { try target.replayedBatchDone() }
+                } else if target.pendingCount >= batchSize {
+                    try target.commit()
+                }
             }
             if event.seq % Store.releaseInterval == 0 {
                 // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
@@ -280,7 +318,7 @@ extension Store {
                 try apply(event)
                 return nil
             }
-        try target.checkpointNow()
+        try scratch.owning { try target.checkpointNow() }
         scratch.events = Int(walk.last)
         scratch.problem = walk.problem
         scratch.lastHash = walk.hash

@@ -67,6 +67,12 @@ extension StoreError {
             return StoreError(
                 code: .incompatibleFormat, message: "store \(path) was written by an incompatible LMDB (\(error.message))",
                 cause: error, path: path)
+        case .system(ENOSPC), .system(EDQUOT):
+            let free = StoreError.freeBytes(path).map { " (\($0) bytes free)" } ?? ""
+            return StoreError(
+                code: .noSpace,
+                message: "no space left on device for store \(path)\(free): \(error.message); nothing was written to it. "
+                    + "Free some space, then run the same command again", cause: error, path: path)
         case .system(ENOENT) where isNonDirectory(path):
             return notADirectory(path)
         case .system(ENOENT):
@@ -81,6 +87,13 @@ extension StoreError {
 }
 
 extension StoreError {
+    /// The free bytes of `path`'s file system, if it can be asked.
+    static func freeBytes(_ path: String) -> UInt64? {
+        var fs = statvfs()
+        guard statvfs(path, &fs) == 0 else { return nil }
+        return UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+    }
+
     /// Whether `path` exists and is not a directory (a store is one).
     static func isNonDirectory(_ path: String) -> Bool {
         var st = stat()

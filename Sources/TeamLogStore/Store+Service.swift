@@ -66,7 +66,10 @@ extension Store {
             scratch.remove()
             throw AsOfError(description: "the log ends at seq \(scratch.events), before \(seq)")
         }
-        try scratch.store.checkpointNow()
+        do { try scratch.owning { try scratch.store.checkpointNow() } } catch {
+            scratch.remove()
+            throw error
+        }
         return scratch
     }
 }

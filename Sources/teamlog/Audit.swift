@@ -52,7 +52,13 @@ struct Audit: ParsableCommand {
         }
         defer { baseStore?.close() }
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
-        let report = try store.audit(base: baseStore, keepingVerifiedCopyIn: verified, progress: update)
+        let report: AuditReport
+        do { report = try store.audit(base: baseStore, keepingVerifiedCopyIn: verified, progress: update) } catch
+            where ScratchStore.isScratchFailure(error)
+        {
+            progress.clear()
+            throw scratchFailed("the audit", error)
+        }
         // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
         progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)

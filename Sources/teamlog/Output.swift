@@ -1,3 +1,4 @@
+import ArgumentParser
 import TeamLogThreads
 import TeamLogStore
 
@@ -35,6 +36,17 @@ func printErr(_ text: String) { try? writeAll(2, Array((text + "\n").utf8)) }
 struct CLIError: Error, CustomStringConvertible {
     var description: String
     init(_ text: String) { description = text }
+}
+
+/// A replay whose scratch store failed (`ScratchStore.isScratchFailure`: no room in `$TMPDIR`, or its
+/// directory could not be made): said as such, exit 2 — the run found nothing about the store, and a
+/// bare exit 1 would read as an audit's difference or a query's missing id.
+func scratchFailed(_ what: String, _ error: any Error) -> ExitCode {
+    printErr(
+        "teamlog: \(what) could not run: its scratch store in \(ScratchStore.parentDirectory) failed: \(error). "
+            + "Give TMPDIR a file system with room (about the size of the store's proj/ directory); the store "
+            + "was not changed")
+    return ExitCode(2)
 }
 
 /// Why a store could not be opened: a `StoreError` names the store itself; anything else gets its path.

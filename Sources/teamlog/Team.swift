@@ -35,6 +35,9 @@ func replayed(_ store: Store, _ seq: UInt64, base: Store.Copy? = nil) throws -> 
         return scratch
     } catch let error as Store.AsOfError {
         throw CLIError(error.description)
+    } catch where ScratchStore.isScratchFailure(error) {
+        progress.clear()
+        throw scratchFailed("the replay to seq \(seq)", error)
     }
 }
 

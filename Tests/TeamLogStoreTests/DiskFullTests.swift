@@ -38,6 +38,18 @@ import Testing
             #expect(run.status == .exited(0), "remount \(path)")
         }
 
+        /// The names in `path` (`nil`: not a directory).
+        static func entries(_ path: String) -> [String]? {
+            guard let dir = opendir(path) else { return nil }
+            defer { closedir(dir) }
+            var names: [String] = []
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+                if name != "." && name != ".." { names.append(name) }
+            }
+            return names
+        }
+
         deinit {
             if mounted { _ = try? ChildProcess.run("/bin/umount", ["-l", path], timeout: 10) }
         }
@@ -120,6 +132,70 @@ import Testing
         let expected = try Store(path: clean)
         defer { expected.close() }
         #expect(try CrashSafetyTests.storedTables(final) == CrashSafetyTests.storedTables(expected))
+    }
+
+    /// A store made, or a copy without its lock file read, on a disk with no room: LMDB sized its new
+    /// lock file sparse and wrote its reader table through a map, so the process died of SIGBUS (exit
+    /// 135) — now the file gets its blocks first and the run fails with `noSpace`, naming the store, and
+    /// once there is room the same command works.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func aStoreOpenedOnAFullDiskIsAnErrorNotACrash() throws {
+        let fs = try #require(Tmpfs(size: "16m"))
+        let work = TemporaryDirectory("diskfull-open")
+        let input = work.child("one.jsonl")
+        try CrashSafetyTests.writeFile(input, Array(#"{"op":"clock.tick","actor":"a","ts":1}"#.utf8) + [0x0A])
+        // A copy of a store on the tmpfs (a backup), its lock files removed, as a copy from elsewhere has none.
+        let source = work.child("source")
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["ingest", input, "--store", source], timeout: 60).status == .exited(0))
+        let copy = fs.path + "/copy"
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["backup", "--store", source, "--to", copy], timeout: 60).status == .exited(0))
+        unlink(copy + "/lock.mdb")
+        unlink(copy + "/proj/lock.mdb")
+        // Full: the tmpfs shrunk to what it holds.
+        var vfs = statvfs()
+        #expect(statvfs(fs.path, &vfs) == 0)
+        let usedKiB = (Int(vfs.f_blocks) - Int(vfs.f_bfree)) * Int(vfs.f_frsize) / 1024
+        try fs.resize("\(usedKiB)k")
+        let store = fs.path + "/new"
+        for (name, arguments) in [("ingest", ["ingest", input, "--store", store]), ("status", ["status", "--store", copy])] {
+            let err = work.child("\(name).err")
+            let run = try ChildProcess.run(TestSupport.teamlogExecutable, arguments, stderr: err, timeout: 60)
+            let message = CrashSafetyTests.readText(err)
+            #expect(run.status == .exited(1), "\(name): \(run.status) \(message)")
+            #expect(message.contains("no space left on device for store"), "\(name): \(message)")
+        }
+        try fs.resize("16m")
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["ingest", input, "--store", store], timeout: 60).status == .exited(0))
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["status", "--store", copy], timeout: 60).status == .exited(0))
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", store], timeout: 60).status == .exited(0))
+    }
+
+    /// An audit or a `--at` query whose scratch store (in `$TMPDIR`) runs out of room could not run: exit 2
+    /// and a message naming the scratch store and TMPDIR — an audit's exit 1 means the store differs from
+    /// its log, which this run could not tell — and the scratch store is removed.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func aReplayWhoseScratchStoreFillsItsDiskCouldNotRun() throws {
+        let fs = try #require(Tmpfs(size: "256k"))
+        let work = TemporaryDirectory("diskfull-scratch")
+        let input = work.child("w.jsonl")
+        try CrashSafetyTests.writeFile(input, Self.workload(4_000))
+        let store = work.child("st")
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["ingest", input, "--store", store, "--emit", "none"], timeout: 120).status == .exited(0))
+        let tmp = ["TMPDIR": fs.path]
+        for (name, arguments, what) in [
+            ("audit", ["audit", "--store", store], "the audit could not run"),
+            ("at", ["unread", "u1", "--store", store, "--at", "3900"], "the replay to seq 3900 could not run"),
+        ] {
+            let err = work.child("\(name).err")
+            let run = try ChildProcess.run(TestSupport.teamlogExecutable, arguments, environment: tmp, stderr: err, timeout: 120)
+            let message = CrashSafetyTests.readText(err)
+            #expect(run.status == .exited(2), "\(name): \(run.status) \(message)")
+            #expect(message.contains(what) && message.contains("TMPDIR"), "\(name): \(message)")
+            #expect(message.contains("no space left on device for") && message.contains("teamlog-scratch-"), "\(name): \(message)")
+            #expect(try #require(Tmpfs.entries(fs.path)).isEmpty, "\(name): the scratch store is removed")
+        }
+        let audit = try ChildProcess.run(TestSupport.teamlogExecutable, ["audit", "--store", store], timeout: 120)
+        #expect(audit.status == .exited(0), "with room the same audit is clean")
     }
 
     /// `compact` without room for its copy: it fails, removes what it wrote, and leaves the store as it was;
