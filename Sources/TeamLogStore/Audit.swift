@@ -83,7 +83,8 @@ extension Store {
     public func audit(base: Store?, keepingVerifiedCopyIn directory: String?, progress: ((Int) -> Void)? = nil)
         throws -> AuditReport
     {
-        try audit(progress: progress, limits: ReplayLimits(), base: base, keep: directory)
+        if let directory { try Self.refuseInside(directory, of: env.path, "verified copies' directory") }
+        return try audit(progress: progress, limits: ReplayLimits(), base: base, keep: directory)
     }
 
     /// `audit` with the replay's checkpoint interval and budget given (tests make them small).

@@ -17,7 +17,7 @@ public struct BackupReport: Sendable {
     /// The copied projections' checkpoint (at or before `headSeq`).
     public var checkpointSeq: UInt64
     /// Events a writer opening the copy replays after its checkpoint (`headSeq - checkpointSeq`).
-    public var lag: UInt64 { headSeq - checkpointSeq }
+    public var lag: UInt64 { headSeq > checkpointSeq ? headSeq - checkpointSeq : 0 }
     /// The sizes of the copy's two data files (compacted: live pages only).
     public var logBytes: Int
     public var projectionBytes: Int
@@ -50,17 +50,8 @@ extension Store {
     /// On failure the directory is removed when this call created it, emptied otherwise.
     public func backup(to path: String, progress: ((Int) -> Void)? = nil) throws -> BackupReport {
         try Self.refuseVerifiedCopy(env.path, "a backup")
-        // Inside the store, a copy would be removed without a word by the next `repair` (which swaps
-        // `proj/`) or `compact` (which swaps the whole directory) — and copied into the next backup.
-        let store = Self.canonicalPath(env.path)
-        let destination = Self.canonicalPath(path)
-        if destination == store || destination.hasPrefix(store.hasSuffix("/") ? store : store + "/") {
-            throw StoreError(
-                code: .other,
-                message: "backup destination \(path) is inside the store \(env.path): `repair` and `compact` would "
-                    + "remove it; name a directory outside the store",
-                path: path)
-        }
+        if let problem = try projectionsPastLog() { throw problem }
+        try Self.refuseInside(path, of: env.path, "backup destination")
         let created = mkdir(path, 0o755) == 0
         if !created {
             let error = errno
@@ -82,6 +73,16 @@ extension Store {
             let copy = try Store.reader(at: path)
             defer { copy.close() }
             let status = try copy.status()
+            if status.projectionsPastLog {
+                // The log was cut between the two copies (a `repair` ran meanwhile: it takes the writer's
+                // lock, which a hot backup does not wait for).
+                throw StoreError(
+                    code: .other,
+                    message: "backup to \(path) failed: the store's log was cut while it was copied (its copied "
+                        + "projections are at seq \(status.checkpointSeq), its copied log ends at \(status.headSeq): "
+                        + "a `teamlog repair` ran meanwhile); nothing was kept — run the backup again",
+                    path: path)
+            }
             return BackupReport(
                 path: path, headSeq: status.headSeq, checkpointSeq: status.checkpointSeq,
                 logBytes: Self.fileSize(path + "/data.mdb"), projectionBytes: Self.fileSize(projPath + "/data.mdb"))
@@ -139,6 +140,21 @@ extension Store {
 }
 
 extension Store {
+    /// Refuses a directory inside the store at `storePath` (symbolic links and `..` resolved): there a copy
+    /// would be removed without a word by the next `repair` (which swaps `proj/`) or `compact` (which swaps
+    /// the whole directory) — and copied into the next backup. `what` names the option in the message.
+    public static func refuseInside(_ path: String, of storePath: String, _ what: String) throws {
+        let store = canonicalPath(storePath)
+        let destination = canonicalPath(path)
+        if destination == store || destination.hasPrefix(store.hasSuffix("/") ? store : store + "/") {
+            throw StoreError(
+                code: .other,
+                message: "\(what) \(path) is inside the store \(storePath): `repair` and `compact` would "
+                    + "remove it; name a directory outside the store",
+                path: path)
+        }
+    }
+
     /// `path` made absolute with every symbolic link resolved (`realpath`), for a path whose last component
     /// need not exist yet (a backup's new directory): its parent is resolved and the name appended.
     static func canonicalPath(_ path: String) -> String {

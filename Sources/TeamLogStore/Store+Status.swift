@@ -43,6 +43,10 @@ public struct StoreStatus: Sendable {
     public var memoryLimitBytes: Int?
     /// Whether this is a verified copy (`teamlog audit --verified`): projections only, no log to append to.
     public var verifiedCopy = false
+    /// Whether the projections are past the log's head in a store (not a verified copy): they hold events
+    /// the log does not — a log cut under them (a `repair` during a copy), or files of two stores mixed.
+    /// Queries refuse such a store (`Store.projectionsPastLog`); `teamlog repair` rebuilds them.
+    public var projectionsPastLog: Bool { !verifiedCopy && checkpointSeq > headSeq }
 
     /// The status as JSON.
     public var json: JSONValue {
@@ -67,6 +71,7 @@ public struct StoreStatus: Sendable {
             ("writerPid", writerPid.map { .int(Int64($0)) } ?? .null),
             ("readAhead", .bool(readAhead)), ("memoryLimitBytes", memoryLimitBytes.map { .int(Int64($0)) } ?? .null),
             ("verifiedCopy", .bool(verifiedCopy)),
+            ("projectionsPastLog", .bool(projectionsPastLog)),
         ])
     }
 }

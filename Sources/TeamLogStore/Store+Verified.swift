@@ -40,6 +40,20 @@ extension Store {
         access(path + "/" + verifiedMarker, F_OK) == 0
     }
 
+    /// Why this store's projections cannot be queried, if they are past its log's head (and it is no
+    /// verified copy, whose log is empty by design): they hold events the log does not — a log cut under
+    /// them, or files of two stores mixed — and answers from them would name events no log has.
+    public func projectionsPastLog() throws -> StoreError? {
+        guard !Self.isVerifiedCopy(env.path) else { return nil }
+        let head = try head().seq
+        guard checkpoint.seq > head else { return nil }
+        return StoreError(
+            code: .brokenChain,
+            message: "the projections of \(env.path) are at seq \(checkpoint.seq) but its log ends at \(head): "
+                + "they hold events the log does not; run `teamlog repair` to rebuild them from the log",
+            path: env.path)
+    }
+
     /// Refuses `what` (a backup, a compaction) of the verified copy at `path`: their copies leave the
     /// `VERIFIED` file behind and would be a store whose projections are ahead of its empty log.
     static func refuseVerifiedCopy(_ path: String, _ what: String) throws {

@@ -28,6 +28,12 @@ struct Audit: ParsableCommand {
 
     func validate() throws {
         if keepVerified < 1 { throw ValidationError("--keep-verified must be at least 1") }
+        // Inside the store, `compact` and `repair` would remove the copies without a word.
+        if let verified {
+            do { try Store.refuseInside(verified, of: storeOptions.path, "--verified") } catch let error as StoreError {
+                throw ValidationError(error.message)
+            }
+        }
     }
 
     func run() throws {

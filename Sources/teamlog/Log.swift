@@ -21,6 +21,8 @@ struct Log: ParsableCommand {
     /// An empty range is a mistake; a `--from` past the head is not (an incremental export that finds
     /// nothing new prints nothing and succeeds).
     func validate() throws {
+        if from > 0 { try validateSeq(from, "--from") }  // 0: from the start, as 1
+        if let to { try validateSeq(to, "--to") }
         if let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
     }
 

@@ -27,6 +27,10 @@ struct Status: ParsableCommand {
             "head        seq \(status.headSeq), event time \(status.headTs)",
             "checkpoint  seq \(status.checkpointSeq), event time \(status.checkpointTs) (queries answer as of it)",
             "lag         \(status.lag) events"
+                + (status.projectionsPastLog
+                    ? "\nPROBLEM     the projections are past the log's head: they hold events the log does not; "
+                        + "queries refuse the store until `teamlog repair` rebuilds them from the log"
+                    : "")
                 + (status.verifiedCopy
                     ? "\nverified    a verified copy (`teamlog audit --verified`): projections only, no log; a base, not a store to write"
                     : ""),

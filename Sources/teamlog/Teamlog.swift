@@ -70,6 +70,7 @@ struct QueryOptions: ParsableArguments {
 
     func validate() throws {
         if base != nil && at == nil { throw ValidationError("--base is for --at SEQ: give the seq to answer as of") }
+        if let at { try validateSeq(at, "--at") }
     }
 
     @OptionGroup(title: "NATS deployment (docs/nats.md)") var cluster: ClusterOptions
@@ -94,6 +95,9 @@ struct QueryOptions: ParsableArguments {
     /// seq (the same query, the same index seeks); `missing` is printed (exit 1) when there is none.
     func answer(_ query: (Store) throws -> JSONValue?, missing: String) throws -> JSONValue {
         let store = try openForQuery(storeOptions.path)
+        // From the projections, answers would name events the log does not hold (a replay `--at` reads
+        // the log alone, and stops at its end).
+        if at == nil, let problem = try store.projectionsPastLog() { throw CLIError(problem.message) }
         let baseCopy = try at.flatMap { seq in try base.map { try chooseBase($0, for: seq, of: storeOptions.path) } }
         defer { baseCopy?.store.close() }
         let scratch = try at.map { try replayed(store, $0, base: baseCopy) }
@@ -103,5 +107,13 @@ struct QueryOptions: ParsableArguments {
             throw ExitCode(1)
         }
         return view
+    }
+}
+
+/// A seq on the command line is one a log can hold and `serve` takes: 1 … 2^63 - 1 (larger ones trapped
+/// converting to `Int`; 0 answered as an empty store, which no seq names).
+func validateSeq(_ seq: UInt64, _ option: String) throws {
+    guard seq >= 1 && seq <= UInt64(Int64.max) else {
+        throw ValidationError("\(option) must be a seq (an integer from 1 to 2^63 - 1), not \(seq)")
     }
 }

@@ -209,6 +209,54 @@ import Testing
         #expect(readTextFile(directory.child("cli.err")).contains("is inside the store"))
     }
 
+    /// A store whose projections are past its log's head — its log cut under them (a `repair` during a
+    /// hot backup's two copies crashed the backup on an underflow and left such a copy), or two stores'
+    /// files mixed — answered queries from events no log held, and `status` said lag 0. Now `status`
+    /// names the problem, queries and backups refuse it, and `repair` rebuilds it from its log.
+    @Test func aStoreWhoseProjectionsArePastItsLogIsRefusedUntilRepaired() throws {
+        let directory = TemporaryDirectory("backup-past")
+        let (path, store, processor) = try Self.writer(in: directory, checkpointEvery: 100, fed: 300)
+        let early = directory.child("early")
+        _ = try store.backup(to: early)
+        try Self.feed(processor, 300..<600)
+        store.close()
+        // The early copy's log under the later projections.
+        let mixed = directory.child("mixed")
+        #expect(mkdir(mixed, 0o755) == 0 && mkdir(mixed + "/proj", 0o755) == 0)
+        for (from, to) in [(early + "/data.mdb", mixed + "/data.mdb"), (path + "/proj/data.mdb", mixed + "/proj/data.mdb")] {
+            #expect(try ChildProcess.run("/bin/cp", [from, to], timeout: 30).status == .exited(0))
+        }
+        let reader = try Store.reader(at: mixed)
+        #expect(try reader.status().projectionsPastLog)
+        #expect(try reader.projectionsPastLog() != nil)
+        let refused = #expect(throws: StoreError.self) { try reader.backup(to: directory.child("copy")) }
+        #expect(refused?.message.contains("they hold events the log does not") == true, "\(String(describing: refused))")
+        #expect(access(directory.child("copy"), F_OK) != 0, "nothing made")
+        reader.close()
+        let status = try ChildProcess.run(TestSupport.teamlogExecutable, ["status", "--store", mixed], timeout: 60)
+        #expect(status.lines.contains { $0.hasPrefix("PROBLEM") }, "\(status.lines)")
+        let err = directory.child("query.err")
+        let query = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["unread", "u1", "--store", mixed], stderr: err, timeout: 60)
+        #expect(query.status == .exited(1) && query.lines.isEmpty)
+        #expect(readTextFile(err).contains("run `teamlog repair`"), "\(readTextFile(err))")
+        let repair = try ChildProcess.run(TestSupport.teamlogExecutable, ["repair", "--store", mixed], timeout: 60)
+        #expect(repair.status == .exited(0), "\(repair.lines)")
+        let repaired = try Store.reader(at: mixed)
+        defer { repaired.close() }
+        #expect(try !repaired.status().projectionsPastLog)
+        #expect(try repaired.audit().ok)
+        #expect(try ChildProcess.run(TestSupport.teamlogExecutable, ["unread", "u1", "--store", mixed], timeout: 60).status != .exited(2))
+        // An audit's verified copies inside the store are refused as a backup is: repair and compact would
+        // remove them without a word.
+        let inside = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", mixed, "--verified", mixed + "/proj/V"],
+            stderr: directory.child("verified.err"), timeout: 60)
+        #expect(inside.status == .exited(64), "\(readTextFile(directory.child("verified.err")))")
+        #expect(readTextFile(directory.child("verified.err")).contains("is inside the store"))
+        #expect(access(mixed + "/proj/V", F_OK) != 0)
+    }
+
     /// `teamlog backup` killed with SIGKILL at seeded moments, half of them as soon as the log's copy has
     /// begun: each file of the copy is written under another name and renamed when whole and synced, so
     /// the copy's `data.mdb` exists only complete — a directory the kill left either holds a whole store

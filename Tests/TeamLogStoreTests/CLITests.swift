@@ -56,6 +56,11 @@ import Testing
         (["backup", "--to", "copy", "--nice", "25"], "--nice must be from 0 to 19", "teamlog backup"),
         (["audit", "--nice", "20"], "--nice must be from 0 to 19", "teamlog audit"),
         (["log", "--from", "5", "--to", "2"], "--to 2 is before --from 5", "teamlog log"),
+        // Seqs past 2^63 - 1 trapped converting to Int (exit 132); `--at 0` answered as an empty store.
+        (["log", "--from", "9223372036854775808"], "--from must be a seq", "teamlog log"),
+        (["log", "--to", "18446744073709551615"], "--to must be a seq", "teamlog log"),
+        (["unread", "u1", "--at", "9223372036854775808"], "--at must be a seq", "teamlog unread"),
+        (["team", "t", "--at", "0"], "--at must be a seq", "teamlog team"),
     ])
     func aWrongOptionValueIsAUsageErrorOfItsCommand(arguments: [String], message: String, usage: String) throws {
         let directory = TemporaryDirectory("usage")
