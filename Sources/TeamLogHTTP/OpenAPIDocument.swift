@@ -212,6 +212,7 @@ public enum OpenAPIDocument {
                 readAhead: { type: boolean, description: "Whether the writer's maps read ahead on a page fault (TEAMLOG_READ_AHEAD; auto turns it off while the store's files are over twice the memory left for them)" }
                 memoryLimitBytes: { type: [integer, "null"], description: "The memory the writer judged that by: the smallest of the machine's and its memory cgroups' limits" }
                 verifiedCopy: { type: boolean, description: "Whether the store is a verified copy (teamlog audit --verified): projections only, no log; always false for a store serve writes" }
+                projectionsPastLog: { type: boolean, description: "Whether the projections are past the log's head (they hold events the log does not: a log cut under them, or two stores' files mixed); queries refuse such a store until teamlog repair; always false for a store serve writes" }
             Record:
               description: One SPEC §4 output record (one line of the JSON Lines body).
               type: object
@@ -248,7 +249,8 @@ public enum OpenAPIDocument {
               type: object
               required: [status]
               properties:
-                status: { const: ok }
+                status: { enum: [ok, failed] }
+                message: { type: string, description: "Why the store failed (status failed): restart the server." }
             Ready:
               type: object
               required: [ready, state]
@@ -256,6 +258,11 @@ public enum OpenAPIDocument {
                 ready: { type: boolean }
                 state: { enum: [opening, ready, failed, stopped] }
                 message: { type: string }
+                checkpointProblem:
+                  type: string
+                  description: |
+                    While the projections' checkpoints fail (a full disk): why. The server stays ready (writes and its
+                    own queries go on); other processes' queries stay at the last checkpoint.
         paths:
           /v1/ops:
             post:
@@ -437,6 +444,11 @@ public enum OpenAPIDocument {
               responses:
                 "200":
                   description: The process answers.
+                  content:
+                    application/json:
+                      schema: { $ref: "#/components/schemas/Health" }
+                "503":
+                  description: The store failed while served (a commit could not be written); only a restart resumes it.
                   content:
                     application/json:
                       schema: { $ref: "#/components/schemas/Health" }

@@ -18,6 +18,7 @@ public final class ServerMetrics: Sendable {
     let batchOps: Metrics.Recorder
     let batchRequests: Metrics.Recorder
     let checkpointLag: Metrics.Gauge
+    let checkpointFailing: Metrics.Gauge
     let logBytes: Metrics.Gauge
     let projectionBytes: Metrics.Gauge
     let logFreeBytes: Metrics.Gauge
@@ -58,6 +59,7 @@ public final class ServerMetrics: Sendable {
         batchOps = Metrics.Recorder(label: "teamlog_commit_batch_ops", aggregate: true, factory: factory)
         batchRequests = Metrics.Recorder(label: "teamlog_commit_batch_requests", aggregate: true, factory: factory)
         checkpointLag = Metrics.Gauge(label: "teamlog_checkpoint_lag_events", factory: factory)
+        checkpointFailing = Metrics.Gauge(label: "teamlog_checkpoint_failing", factory: factory)
         logBytes = Metrics.Gauge(label: "teamlog_store_bytes", dimensions: [("env", "log")], factory: factory)
         projectionBytes = Metrics.Gauge(label: "teamlog_store_bytes", dimensions: [("env", "proj")], factory: factory)
         logFreeBytes = Metrics.Gauge(label: "teamlog_store_free_bytes", dimensions: [("env", "log")], factory: factory)
@@ -102,9 +104,15 @@ public final class ServerMetrics: Sendable {
         ).recordSeconds(seconds)
     }
 
-    /// The Prometheus text exposition, with the store's sizes and the `?at=` replays running read now.
-    func exposition(store: Store?, atReplaysRunning: Int) -> [UInt8] {
+    /// The Prometheus text exposition, with the store's sizes, the `?at=` replays running, the checkpoint's
+    /// lag and whether checkpoints fail read now (the lag recorded at commits alone stayed at its last
+    /// value after an idle checkpoint caught up).
+    func exposition(store: Store?, atReplaysRunning: Int, checkpointLagNow: UInt64? = nil, checkpointFailingNow: Bool = false)
+        -> [UInt8]
+    {
         atReplays.record(Double(atReplaysRunning))
+        if let checkpointLagNow { checkpointLag.record(Double(checkpointLagNow)) }
+        checkpointFailing.record(checkpointFailingNow ? 1 : 0)
         if let store {
             logBytes.record(Double(store.env.usedBytes))
             projectionBytes.record(Double(store.projectionEnv.usedBytes))

@@ -107,17 +107,32 @@ public final class TeamLogServer: Service, Sendable {
             let shared = Shared(try readyStore())
             let status = try await onThread { try shared.store.status() }
             return json(status.json)
-        case .healthz: return json(.object([("status", .string("ok"))]))
+        case .healthz:
+            // Liveness: a store that failed while served (a commit that could not be written) refuses every
+            // later write until the process restarts, so a supervisor's liveness probe should restart it.
+            // Opening (`--wait`) and stopping are alive.
+            if case .failed(let why) = writer.state {
+                return json(
+                    .object([("status", .string("failed")), ("message", .string(why))]), status: .serviceUnavailable)
+            }
+            return json(.object([("status", .string("ok"))]))
         case .readyz:
             let state = writer.state
             let ready = state == .ready
             var fields: [(String, JSONValue)] = [("ready", .bool(ready)), ("state", .string(Self.name(state)))]
             if case .failed(let why) = state { fields.append(("message", .string(why))) }
+            // Still ready (writes and this server's queries go on), but other processes' queries stay at the
+            // last checkpoint and the changes since wait in memory: said until a checkpoint succeeds.
+            if let problem = writer.checkpointProblem { fields.append(("checkpointProblem", .string(problem))) }
             return json(.object(fields), status: ready ? .ok : .serviceUnavailable)
         case .metrics:
             var headers = HTTPFields()
             headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
-            let bytes = metrics.exposition(store: writer.store, atReplaysRunning: atReplays.inUse)
+            let (committed, checkpointed) = (writer.committedSeq, writer.checkpointSeq)
+            let bytes = metrics.exposition(
+                store: writer.store, atReplaysRunning: atReplays.inUse,
+                checkpointLagNow: writer.state == .ready ? committed - min(committed, checkpointed) : nil,
+                checkpointFailingNow: writer.checkpointProblem != nil)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
         case .openapi:
             var headers = HTTPFields()

@@ -24,6 +24,10 @@ public final class WriterService: @unchecked Sendable {
         public var streamWindow = 65_536
         /// Bytes of records kept for the record stream (256 MiB: deliveries to large teams are large).
         public var streamWindowBytes = 256 << 20
+        /// Called on the writer's thread when a checkpoint fails after the last one succeeded, with the
+        /// failure in words (`Store.onCheckpointFailure`), and when one succeeds again, with its seq.
+        public var onCheckpointFailure: (@Sendable (String) -> Void)?
+        public var onCheckpointRecovered: (@Sendable (UInt64) -> Void)?
         public init() {}
     }
 
@@ -142,6 +146,11 @@ public final class WriterService: @unchecked Sendable {
 
     /// The seq of the last checkpoint the writer knows complete (the projections on disk are at least there).
     public var checkpointSeq: UInt64 { monitor.locked { _checkpointSeq } }
+
+    /// Why the last checkpoint failed, while checkpoints fail (`Store.checkpointProblem`): the log goes on,
+    /// but other processes' queries stay at `checkpointSeq` and the changes since wait in memory.
+    public var checkpointProblem: String? { monitor.locked { _checkpointProblem } }
+    private var _checkpointProblem: String?
 
     /// Queues lines (already parsed off this thread) for the next group commit; `done` gets their SPEC §4
     /// records (those `emit` asks for, in order) once they are durable, or why not. The records are
@@ -273,6 +282,14 @@ public final class WriterService: @unchecked Sendable {
         if let refusal = store.refusal {
             fail("\(refusal)", store: store)
             return waitForStop()
+        }
+        store.onCheckpointFailure = { [weak self, options] problem in
+            self?.monitor.locked { self?._checkpointProblem = problem.message }
+            options.onCheckpointFailure?(problem.message)
+        }
+        store.onCheckpointRecovered = { [weak self, options] seq in
+            self?.monitor.locked { self?._checkpointProblem = nil }
+            options.onCheckpointRecovered?(seq)
         }
         store.wantsDeliveries = true  // the record stream carries every delivery, whatever a request prints
         store.serveReaders()  // queries on other threads read each durable commit, checkpointed or not
@@ -517,7 +534,11 @@ public final class WriterService: @unchecked Sendable {
     /// The store failed with `error` while the group was decided or committed: nothing more is written,
     /// and every submission of the group is told.
     private func failGroup(_ group: Group, store: Store, error: any Error) {
-        let failure = Failure(code: .storeFailed, message: "\(error)")
+        // A running server cannot resume by itself: its store refuses every later write.
+        let failure = Failure(
+            code: .storeFailed,
+            message: "\(error). This server writes nothing more until it is restarted (its log is intact: the "
+                + "restart replays it), and /healthz answers 503 meanwhile")
         monitor.locked { _state = .failed(failure.message) }
         group.release()
         for submission in group.batch { submission.fail(failure) }

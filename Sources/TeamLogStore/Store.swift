@@ -186,6 +186,18 @@ public final class Store {
     var readerRecords: ReaderRecords?
     /// Why the last checkpoint failed, if it did (the log is unaffected).
     public internal(set) var lastCheckpointError: (any Error)?
+    /// The last checkpoint's failure in words a user can act on (`checkpointFailure`); `nil` once one
+    /// succeeds again.
+    public internal(set) var checkpointProblem: StoreError?
+    /// Checkpoints that failed since the store opened.
+    public internal(set) var checkpointFailures = 0
+    /// Called on the store's thread when a checkpoint fails after the last one succeeded — the first of a
+    /// run of failures, not each retry — with the failure named (a long-running writer says so at once:
+    /// while checkpoints fail the log goes on, but other processes' queries stay at the last checkpoint
+    /// and the changes wait in memory).
+    public var onCheckpointFailure: ((StoreError) -> Void)?
+    /// Called on the store's thread when a checkpoint succeeds after failures, with its seq.
+    public var onCheckpointRecovered: ((UInt64) -> Void)?
     /// What is resident, and when it was last needed (see `WorkingSet`).
     var workingSet: WorkingSet
     /// A scratch store that holds projections only (an audit's or a repair's replay): `applyReplayed`

@@ -85,6 +85,16 @@ struct Ingest: ParsableCommand {
             try writeAll(1, bytes)
         }
         if progress.isOn { processor.progress = { progress.update($0) } }
+        // Said when it happens (a `--follow` runs for days): while checkpoints fail the log goes on, but
+        // other processes' queries stay at the last checkpoint and its changes wait in memory.
+        store.onCheckpointFailure = { problem in
+            progress.clear()
+            printErr("teamlog: warning: \(problem.message)")
+        }
+        store.onCheckpointRecovered = { seq in
+            progress.clear()
+            printErr("teamlog: the projections' checkpoint succeeded again, at seq \(seq)")
+        }
         var reader = LineReader(fd: fd, follow: follow)
         let start = monotonicSeconds()
         do {
@@ -101,10 +111,10 @@ struct Ingest: ParsableCommand {
         }
         progress.finish()
         store.close()  // a last checkpoint: the next open replays nothing
-        if let error = store.lastCheckpointError {
+        if let problem = store.checkpointProblem {
             printErr(
-                "teamlog: warning: the projections' checkpoint could not be written (\(error)); the log holds every "
-                    + "op, and the next open replays them into the projections")
+                "teamlog: warning: the last checkpoint failed too (\(problem.message)); the next open replays the log "
+                    + "after seq \(store.checkpoint.seq) into the projections")
         }
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         let s = processor.summary

@@ -138,6 +138,12 @@ struct Serve: AsyncParsableCommand {
         LoggingSystem.bootstrap(StreamLogHandler.standardError)
         var logger = Logger(label: "teamlog.serve")
         logger.logLevel = .notice
+        // Said when it happens, once per run of failures: the server stays ready, but other processes'
+        // queries stay at the last checkpoint (`/readyz` names the problem, `teamlog_checkpoint_failing`).
+        options.onCheckpointFailure = { [logger] problem in logger.error("\(problem)") }
+        options.onCheckpointRecovered = { [logger] seq in
+            logger.notice("the projections' checkpoint succeeded again", metadata: ["seq": "\(seq)"])
+        }
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))  // other libraries' metrics too
         let metrics = ServerMetrics(registry: registry)

@@ -17,46 +17,8 @@ import Testing
 ///
 /// Needs permission to mount a tmpfs (root); elsewhere the tests are skipped with that reason.
 @Suite(.serialized) struct DiskFullTests {
-    /// A tmpfs mounted on a temporary directory for the life of the value.
-    final class Tmpfs {
-        let directory = TemporaryDirectory("diskfull")
-        var path: String { directory.child("mnt") }
-        private var mounted = false
-
-        init?(size: String) {
-            mkdir(directory.child("mnt"), 0o755)
-            guard
-                let run = try? ChildProcess.run(
-                    "/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)", "tmpfs", directory.child("mnt")], timeout: 10),
-                run.status == .exited(0)
-            else { return nil }
-            mounted = true
-        }
-
-        func resize(_ size: String) throws {
-            let run = try ChildProcess.run("/bin/mount", ["-o", "remount,size=\(size)", path], timeout: 10)
-            #expect(run.status == .exited(0), "remount \(path)")
-        }
-
-        /// The names in `path` (`nil`: not a directory).
-        static func entries(_ path: String) -> [String]? {
-            guard let dir = opendir(path) else { return nil }
-            defer { closedir(dir) }
-            var names: [String] = []
-            while let entry = readdir(dir) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-                if name != "." && name != ".." { names.append(name) }
-            }
-            return names
-        }
-
-        deinit {
-            if mounted { _ = try? ChildProcess.run("/bin/umount", ["-l", path], timeout: 10) }
-        }
-    }
-
     /// Whether this process may mount a tmpfs (tried once).
-    static let canMount: Bool = Tmpfs(size: "1m") != nil
+    static let canMount: Bool = canMountTmpfs
 
     /// The workload, smaller: message-heavy, so a 2 MiB tmpfs fills after a few thousand ops (12,000 are
     /// fed: the log must meet the full disk whatever the projections' share of it).
@@ -297,6 +259,11 @@ import Testing
         options.checkpointOps = 300
         let lines = String(decoding: Self.workload(4_000), as: UTF8.self).split(separator: "\n").map(String.init)
         let store = try Store(path: path, options: options)
+        // Said once per run of failures, and once when one succeeds again.
+        var said: [StoreError] = []
+        var recovered: [UInt64] = []
+        store.onCheckpointFailure = { said.append($0) }
+        store.onCheckpointRecovered = { recovered.append($0) }
         var failures = 0
         for (i, line) in lines.enumerated() {
             guard case .success(let op) = OpParser.parse(line: line) else { continue }
@@ -314,6 +281,9 @@ import Testing
         try store.checkpointNow()
         #expect(store.lastCheckpointError == nil)
         #expect(store.checkpoint.seq == (try store.head().seq))
+        #expect(said.count == 1 && store.checkpointFailures >= 1, "\(said.count) said, \(store.checkpointFailures) failed")
+        #expect(said.first?.code == .noSpace && said.first?.message.contains("the log holds every committed op") == true)
+        #expect(recovered == [store.checkpoint.seq] && store.checkpointProblem == nil)
         #expect(try store.audit().ok)
         let clean = try StoreHarness()
         try clean.feed(lines)
