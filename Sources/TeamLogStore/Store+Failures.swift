@@ -48,17 +48,28 @@ extension StoreError {
     /// (LMDB's header is checked before the file is mapped, and nothing is written to it).
     static func opening(_ path: String, _ error: LMDBError) -> StoreError {
         let untouched = "it was not opened and nothing was written to it"
+        // The projections are a cache of the log: a repair rebuilds them. The log is the store.
+        let advice =
+            path.hasSuffix("/" + ProjectionDatabases.directory)
+            ? "The log is the truth and the projections a cache of it: `teamlog repair` sets these files aside and "
+                + "rebuilds the projections from the log"
+            : "Restore the store from a copy, or rebuild it from the input"
         switch error.code {
         case .truncated:
             return StoreError(
                 code: .truncated,
-                message: "store file \(path)/data.mdb is truncated: \(error.message); \(untouched). Restore the store from a copy, "
-                    + "or rebuild it from the input", cause: error, path: path)
+                message: "store file \(path)/data.mdb is truncated: \(error.message); \(untouched). \(advice)", cause: error,
+                path: path)
         case .corrupted:
             return StoreError(
                 code: .corrupted,
-                message: "store file \(path)/data.mdb has a damaged LMDB header: \(error.message); \(untouched). Restore the store "
-                    + "from a copy, or rebuild it from the input", cause: error, path: path)
+                message: "store file \(path)/data.mdb has a damaged LMDB header: \(error.message); \(untouched). \(advice)",
+                cause: error, path: path)
+        case .invalid where path.hasSuffix("/" + ProjectionDatabases.directory):
+            return StoreError(
+                code: .corrupted,
+                message: "the projections' file \(path)/data.mdb is \(error.message); \(untouched). \(advice)",
+                cause: error, path: path)
         case .invalid:
             return StoreError(
                 code: .notAStore, message: "\(path) is not a teamlog store: data.mdb is \(error.message); \(untouched)",

@@ -36,6 +36,11 @@ public final class Store {
         /// A writer that must find a store at the path (`repair`): where there is none, the open throws
         /// `.notAStore` as a reader's does and creates nothing. A writer creates a new store by default.
         public var mustExist: Bool = false
+        /// A writer that rebuilds the projections from the log (`repair`): a projections environment whose
+        /// files cannot be opened (truncated, a damaged header, not LMDB's, another format) is set aside —
+        /// renamed `proj.damaged-<seconds>` beside it, kept for inspection (`setAsideProjections`) — and a
+        /// new, empty one made, which the repair then fills. The log is never touched by this.
+        public var setAsideDamagedProjections: Bool = false
         /// What the writer will append, checked against the partition the store belongs to (`PartitionRole`).
         public var partitionRole: PartitionRole = .unchecked
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
@@ -184,6 +189,8 @@ public final class Store {
     /// Records committed after the stored checkpoint, published for readers on other threads (set by
     /// `serveReaders`, then never changed).
     var readerRecords: ReaderRecords?
+    /// Where damaged projections were set aside at open (`Options.setAsideDamagedProjections`), and why.
+    public private(set) var setAsideProjections: (path: String, reason: StoreError)?
     /// Why the last checkpoint failed, if it did (the log is unaffected).
     public internal(set) var lastCheckpointError: (any Error)?
     /// The last checkpoint's failure in words a user can act on (`checkpointFailure`); `nil` once one
@@ -263,7 +270,20 @@ public final class Store {
         // has its projections (a kill in between leaves no store at all).
         let projPath = path + "/" + ProjectionDatabases.directory
         let existing = fresh ? nil : try Databases(env: env, creating: nil)
-        let (projEnv, projDbs) = try Self.openProjections(projPath, options: envOptions, readOnly: options.readOnly)
+        let (projEnv, projDbs): (Environment, ProjectionDatabases)
+        do {
+            (projEnv, projDbs) = try Self.openProjections(projPath, options: envOptions, readOnly: options.readOnly)
+        } catch let error as StoreError
+            where options.setAsideDamagedProjections && !options.readOnly && existing != nil
+            && [.truncated, .corrupted, .notAStore, .incompatibleFormat].contains(error.code)
+        {
+            let aside = projPath + ".damaged-\(time(nil))"
+            guard rename(projPath, aside) == 0 else {
+                throw StoreError.system("cannot set the damaged projections \(projPath) aside", call: "rename", path: projPath)
+            }
+            setAsideProjections = (aside, error)
+            (projEnv, projDbs) = try Self.openProjections(projPath, options: envOptions, readOnly: false)
+        }
         (projectionEnv, pdbs) = (projEnv, projDbs)
         dbs = try existing ?? Databases(env: env, creating: requested)
         let meta = try dbs.readMeta(env)

@@ -14,9 +14,13 @@ struct Repair: ParsableCommand {
         var options = Store.Options()
         options.verifyChainAtOpen = false
         options.mustExist = true  // a mistyped path is an error, not a new empty store "repaired"
+        options.setAsideDamagedProjections = true  // the log is the truth: damaged projections are rebuilt
         let store: Store
         do { store = try Store(path: storeOptions.path, options: options, loadState: false) } catch {
             throw cannotOpen(storeOptions.path, error)
+        }
+        if let (aside, reason) = store.setAsideProjections {
+            try printOut("projections: could not be opened (\(reason.code)): set aside in \(aside); rebuilt from the log below")
         }
         // A log too damaged to read its head still gets a position and a rate.
         let progress = Progress("repair", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))

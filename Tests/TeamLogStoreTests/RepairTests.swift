@@ -32,6 +32,40 @@ import Testing
         #expect(access(missing, F_OK) != 0)
     }
 
+    /// Projections whose file cannot be opened (truncated; a header zeroed) with the log intact: `repair`
+    /// refused them ("restore from a copy, or rebuild from the input") although the log — the truth —
+    /// holds all it needs. Now readers point to `repair`, which sets the files aside (kept, named) and
+    /// rebuilds the same tables from the log.
+    @Test(arguments: ["truncated", "zeroed header"])
+    func damagedProjectionsAreSetAsideAndRebuiltFromTheLog(damage: String) throws {
+        let directory = TemporaryDirectory("repair-damaged-proj")
+        let path = try CompactTests.store(directory, count: 1_500)
+        let (tables, hash, _) = try CompactTests.contents(path)
+        let file = path + "/proj/data.mdb"
+        if damage == "truncated" {
+            #expect(truncate(file, 20_000) == 0)
+        } else {
+            let fd = open(file, O_WRONLY | O_CLOEXEC)
+            let zeros = [UInt8](repeating: 0, count: 8_192)
+            #expect(pwrite(fd, zeros, zeros.count, 0) == zeros.count)
+            close(fd)
+        }
+        let query = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["unread", "u1", "--store", path], stderr: directory.child("query.err"),
+            timeout: 60)
+        #expect(query.status == .exited(1))
+        #expect(readTextFile(directory.child("query.err")).contains("`teamlog repair` sets these files aside"))
+        let repair = try ChildProcess.run(TestSupport.teamlogExecutable, ["repair", "--store", path], timeout: 120)
+        #expect(repair.status == .exited(0), "\(repair.lines)")
+        #expect(repair.lines.first?.hasPrefix("projections: could not be opened") == true, "\(repair.lines)")
+        let aside = try #require((directoryEntries(path) ?? []).first { $0.hasPrefix("proj.damaged-") })
+        #expect(access(path + "/" + aside + "/data.mdb", F_OK) == 0, "the damaged files are kept")
+        let (after, afterHash, status) = try CompactTests.contents(path)
+        #expect(after == tables && afterHash == hash, "the same tables, rebuilt from the log")
+        #expect(status.checkpointSeq == status.headSeq)
+        #expect(try CompactTests.reader(path).audit().ok)
+    }
+
     @Test func theRebuiltProjectionsAreSwappedInAndNothingIsLeftBeside() throws {
         let directory = TemporaryDirectory("repair-swap")
         let path = try CompactTests.store(directory, count: 1_500)
