@@ -253,7 +253,10 @@ public final class TeamLogServer: Service, Sendable {
         throws -> ScratchStore?
     {
         let base: Store?
-        do { base = try Store.newestCopy(at: path, atOrBefore: seq, excluding: storePath).copy?.store } catch {
+        do {
+            // A damaged copy among the others is passed over (`serve` says which at its start).
+            base = try Store.newestCopy(at: path, atOrBefore: seq, excluding: storePath).copy?.store
+        } catch {
             throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot be opened: \(error)")
         }
         guard let base else { return nil }

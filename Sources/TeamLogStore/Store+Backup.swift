@@ -50,7 +50,8 @@ extension Store {
     /// On failure the directory is removed when this call created it, emptied otherwise.
     public func backup(to path: String, progress: ((Int) -> Void)? = nil) throws -> BackupReport {
         try Self.refuseVerifiedCopy(env.path, "a backup")
-        if let problem = try projectionsPastLog() { throw problem }
+        // (A projections-only scratch store — a verified copy in the making — has no log by design.)
+        if !projectionsOnly, let problem = try projectionsPastLog() { throw problem }
         try Self.refuseInside(path, of: env.path, "backup destination")
         let created = mkdir(path, 0o755) == 0
         if !created {
@@ -73,7 +74,7 @@ extension Store {
             let copy = try Store.reader(at: path)
             defer { copy.close() }
             let status = try copy.status()
-            if status.projectionsPastLog {
+            if status.projectionsPastLog && !projectionsOnly {
                 // The log was cut between the two copies (a `repair` ran meanwhile: it takes the writer's
                 // lock, which a hot backup does not wait for).
                 throw StoreError(

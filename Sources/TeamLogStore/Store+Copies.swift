@@ -28,8 +28,14 @@ extension Store {
     ///
     /// `verifiedOnly`: only verified copies (`teamlog audit --verified`, `keepVerifiedCopy`) are taken, and
     /// a `path` that does not exist yet holds none (the first clean audit creates it).
+    ///
+    /// `passedOver`: told of each entry of a directory of copies that is a store too damaged to open
+    /// (truncated, a damaged header, another format): passed over, as one copy's damage must not take the
+    /// others out of service — the caller says so, for the copy wants replacing. A `path` that is itself
+    /// a damaged copy throws.
     public static func newestCopy(
-        at path: String, atOrBefore seq: UInt64, excluding store: String? = nil, verifiedOnly: Bool = false
+        at path: String, atOrBefore seq: UInt64, excluding store: String? = nil, verifiedOnly: Bool = false,
+        passedOver: ((String, StoreError) -> Void)? = nil
     ) throws -> (copy: Copy?, seqs: [UInt64]) {
         let excluded = store.flatMap(directoryIdentity)
         if let excluded, directoryIdentity(path) == excluded {
@@ -59,7 +65,11 @@ extension Store {
             let entry = path + "/" + name
             if let excluded, directoryIdentity(entry) == excluded { continue }
             if verifiedOnly && !isVerifiedCopy(entry) { continue }
-            if let copy = try openCopy(entry) { consider(copy) }
+            do {
+                if let copy = try openCopy(entry) { consider(copy) }
+            } catch let error as StoreError where [.truncated, .corrupted, .incompatibleFormat].contains(error.code) {
+                passedOver?(entry, error)
+            }
         }
         return (best, seqs)
     }

@@ -109,7 +109,9 @@ struct Serve: AsyncParsableCommand {
         if let atBase {
             // A copy or a directory (of copies to come, perhaps), or refused now rather than at the first `?at=`.
             do {
-                try Store.newestCopy(at: atBase, atOrBefore: .max, excluding: storeOptions.path).copy?.store.close()
+                try Store.newestCopy(at: atBase, atOrBefore: .max, excluding: storeOptions.path) { entry, damage in
+                    printErr("teamlog: --at-base: passing over the copy \(entry), which cannot be opened (replace it): \(damage.message)")
+                }.copy?.store.close()
             } catch {
                 throw CLIError("--at-base \(atBase): \(error)")
             }

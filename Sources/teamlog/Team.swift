@@ -46,7 +46,11 @@ func replayed(_ store: Store, _ seq: UInt64, base: Store.Copy? = nil) throws -> 
 /// which one of a directory it took.
 func chooseBase(_ path: String, for seq: UInt64, of store: String) throws -> Store.Copy {
     let found: (copy: Store.Copy?, seqs: [UInt64])
-    do { found = try Store.newestCopy(at: path, atOrBefore: seq, excluding: store) } catch let error as StoreError
+    do {
+        found = try Store.newestCopy(at: path, atOrBefore: seq, excluding: store) { entry, damage in
+            printErr("teamlog: passed over the copy \(entry), which cannot be opened (replace it): \(damage.message)")
+        }
+    } catch let error as StoreError
         where error.code == .notAStore
     {
         throw CLIError(

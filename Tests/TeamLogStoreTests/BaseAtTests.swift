@@ -205,6 +205,23 @@ import Testing
         let before = try unread(["--at", "1", "--base", backups])
         #expect(before.status == .exited(1))
         #expect(readTextFile(err).contains("no copy at \(backups) is at or before seq 1"), "\(readTextFile(err))")
+
+        // A damaged copy among them (truncated) is passed over and named, not fatal to the others (the
+        // query failed on it, though it was not the one needed).
+        #expect(mkdir(backups + "/copy-zz", 0o755) == 0)
+        for name in ["data.mdb", "proj"] {
+            #expect(try ChildProcess.run("/bin/cp", ["-r", "\(backups)/copy-1000/\(name)", "\(backups)/copy-zz/\(name)"], timeout: 30).status == .exited(0))
+        }
+        #expect(truncate(backups + "/copy-zz/data.mdb", 20_000) == 0)
+        var passed: [String] = []
+        #expect(try Store.newestCopy(at: backups, atOrBefore: seq) { entry, _ in passed.append(entry) }.copy?.path == "\(backups)/copy-400")
+        #expect(passed == ["\(backups)/copy-zz"])
+        let despite = try unread(["--at", "\(seq)", "--base", backups])
+        #expect(despite.status == .exited(0) && despite.lines == alone.lines)
+        #expect(readTextFile(err).contains("passed over the copy \(backups)/copy-zz"), "\(readTextFile(err))")
+        #expect(throws: StoreError.self, "a damaged copy named itself is an error") {
+            try Store.newestCopy(at: backups + "/copy-zz", atOrBefore: .max)
+        }
     }
 
     @Test func theCLIAnswersAsOfASeqFromACopy() throws {
