@@ -80,6 +80,7 @@ extension Store {
             }
             removeDirectoryTree(copyPath)
         }
+        let owner = ownerToAdopt(path)  // before the directory is replaced by root's copy
         let report = try source.backup(to: copyPath, progress: progress)
         source.close()
         sourceOpen = false
@@ -90,6 +91,7 @@ extension Store {
             throw error
         }
         defer { copyLock.release() }
+        if let owner { adopt(copyPath, owner: owner) }  // its files and lock, before it takes the store's name
         do {
             try Environment.exchangeDirectories(copyPath, path, parent: parentDirectory(of: path))
         } catch {

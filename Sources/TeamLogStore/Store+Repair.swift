@@ -125,6 +125,7 @@ extension Store {
             throw StoreError(
                 code: .lmdb, message: "cannot copy the rebuilt projections to \(next): \(error)", cause: error)
         }
+        if let owner = Self.ownerToAdopt(env.path) { Self.adopt(next, owner: owner) }
         do { try Environment.exchangeDirectories(next, projPath, parent: env.path) } catch {
             removeDirectoryTree(next)
             throw StoreError(code: .lmdb, message: "cannot swap in the rebuilt projections: \(error)", cause: error)

@@ -285,6 +285,9 @@ public final class Store {
             (projEnv, projDbs) = try Self.openProjections(projPath, options: envOptions, readOnly: false)
         }
         (projectionEnv, pdbs) = (projEnv, projDbs)
+        // Root maintaining a service user's store: what this open created (lock files, a new `proj/`) is
+        // given to the store's owner (`Store+Ownership.swift`).
+        Self.adoptByItsOwner(path)
         dbs = try existing ?? Databases(env: env, creating: requested)
         let meta = try dbs.readMeta(env)
         let source = try env.read { [dbs] txn in try dbs.readSource(txn) }

@@ -31,7 +31,8 @@ final class WriterLock {
                         code: .writerBusy,
                         message:
                             "store \(directory) is being written by another process\(holder.map { " (pid \($0))" } ?? ""); "
-                            + "one writer per store: wait for it to finish, or pass --wait", path: directory)
+                            + "one writer per store: wait for it to finish (`ingest` and `serve` take --wait to wait "
+                            + "for it)", path: directory)
                 }
                 while flock(descriptor, LOCK_EX) != 0 {
                     if errno != EINTR {

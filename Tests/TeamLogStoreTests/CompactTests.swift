@@ -95,6 +95,35 @@ import Testing
         #expect(try writer.head().seq == before.headSeq + 1)
     }
 
+    /// A store owned by a service user, maintained by root: `compact` (a new directory swapped in),
+    /// `repair` (a new `proj/`), a reader that had to create its lock file and a writer all left root's
+    /// files behind, and the service user could no longer open its own store. Now what root creates in a
+    /// store is the store owner's.
+    @Test(.enabled(if: geteuid() == 0, "needs root"))
+    func rootMaintenanceLeavesTheStoreItsOwners() throws {
+        let directory = TemporaryDirectory("compact-owner")
+        let path = try Self.store(directory, count: 600)
+        let (uid, gid): (uid_t, gid_t) = (65_534, 65_534)
+        func chownTree(_ p: String) {
+            _ = lchown(p, uid, gid)
+            for name in (directoryEntries(p) ?? []) { chownTree(p + "/" + name) }
+        }
+        chownTree(path)
+        func notTheOwners(_ p: String) -> [String] {
+            var st = stat()
+            guard lstat(p, &st) == 0 else { return [] }
+            var found = st.st_uid == uid && st.st_gid == gid ? [] : [p]
+            if (st.st_mode & S_IFMT) == S_IFDIR { for name in directoryEntries(p) ?? [] { found += notTheOwners(p + "/" + name) } }
+            return found
+        }
+        for arguments in [["compact"], ["repair"], ["status"], ["ingest", "-"]] {
+            if arguments == ["status"] { unlink(path + "/lock.mdb"); unlink(path + "/proj/lock.mdb") }
+            let run = try ChildProcess.run(TestSupport.teamlogExecutable, arguments + ["--store", path], timeout: 60)
+            #expect(run.status == .exited(0), "\(arguments)")
+            #expect(notTheOwners(path).isEmpty, "\(arguments): \(notTheOwners(path))")
+        }
+    }
+
     @Test func aRunningWriterRefusesItAndTheStoreIsUntouched() throws {
         let directory = TemporaryDirectory("compact-busy")
         let path = try Self.store(directory, count: 300)
