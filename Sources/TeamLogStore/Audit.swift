@@ -237,7 +237,7 @@ extension Store {
                             if !Self.sameBytes(value, rv) {
                                 let k = Array(key)
                                 difference =
-                                    "\(name) \(Self.keyName(table, k)): stored \(Self.describe(table, k, Array(value))) vs replayed \(Self.describe(table, k, Array(rv)))"
+                                    "\(name) \(Self.keyName(table, k)): \(Self.describeDifference(table, k, stored: Array(value), replayed: Array(rv)))"
                             }
                             r = try rc.next()
                         } else if order < 0 {
@@ -318,6 +318,15 @@ extension Store {
         return seq.map { "\(name)/seq \($0)" } ?? name
     }
 
+    /// Two values of a key in readable form; when the decoded forms read the same (a field the form leaves
+    /// out, or a byte no field decodes from), the bytes of both too.
+    static func describeDifference(_ table: ProjectionTable, _ key: [UInt8], stored: [UInt8], replayed: [UInt8]) -> String {
+        let (a, b) = (describe(table, key, stored), describe(table, key, replayed))
+        guard a == b else { return "stored \(a) vs replayed \(b)" }
+        return "stored \(a) vs replayed \(b), which read the same: bytes stored \(HashChain.hex(stored)) vs replayed "
+            + HashChain.hex(replayed)
+    }
+
     /// A record's value in readable form (decoded when possible).
     static func describe(_ table: ProjectionTable, _ key: [UInt8], _ value: [UInt8]) -> String {
         var w = World()
@@ -333,7 +342,16 @@ extension Store {
                 if table == .teams {
                     try ProjectionCodec.restore(table, key: k, value: v, into: &w)
                     let t = w.teams.values.first!
-                    return "{name \(t.name), owner \(t.owner), muted \(t.muted), dismissed \(t.dismissed)}"
+                    // Every field the record holds: a difference in one left out (the avatar, say) showed
+                    // two values that read the same.
+                    let fields: [(String, Any)] = [
+                        ("kind", t.kind), ("name", t.name), ("owner", t.owner), ("intro", t.intro),
+                        ("announcement", t.announcement), ("avatar", t.avatar), ("ext", t.ext),
+                        ("joinMode", t.joinMode), ("inviteMode", t.inviteMode), ("beInviteMode", t.beInviteMode),
+                        ("updateInfoMode", t.updateInfoMode), ("muted", t.muted), ("dismissed", t.dismissed),
+                        ("createdSeq", t.createdSeq), ("createdTs", t.createdTs),
+                    ]
+                    return "{" + fields.map { "\($0.0) \($0.1)" }.joined(separator: ", ") + "}"
                 }
                 return nil
             }

@@ -40,6 +40,14 @@ struct Audit: ParsableCommand {
         priority.lowerThisThread()  // before the replay's, the comparison's and the scratch store's threads
         // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
         Allocator.setFreedPagesDecay(milliseconds: 1_000)
+        if Store.isVerifiedCopy(storeOptions.path) {
+            // Its log is empty by design: every table would "differ" from a replay of nothing.
+            printErr(
+                "teamlog: \(storeOptions.path) is a verified copy (`teamlog audit --verified`): projections only, no log "
+                    + "to replay. It is checked against its VERIFIED file whenever an audit starts from it "
+                    + "(`teamlog audit --store STORE --verified DIR`); audit the store it was made from")
+            throw ExitCode(2)
+        }
         let store = try openForQuery(storeOptions.path)
         let start = monotonicSeconds()
         // A head that cannot be read is the audit's to report: the progress goes without a total.
@@ -75,9 +83,11 @@ struct Audit: ParsableCommand {
                 "base: \(base) at checkpoint seq \(baseSeq); replayed the \(report.replayedEvents) events after it "
                     + "in \(format3(elapsed)) s all told")
         } else {
+            // The replay reaches the checkpoint; the log's tail after it is chain-checked, not replayed.
+            let tail = report.headSeq > report.seq ? " (head seq \(report.headSeq): the tail after it chain-checked)" : ""
             try printOut(
-                "log: \(report.events) events, checkpoint seq \(report.seq), \(Int(Double(report.events) / elapsed)) events/s"
-            )
+                "log: \(report.events) events replayed to checkpoint seq \(report.seq)\(tail), "
+                    + "\(Int(Double(report.events) / elapsed)) events/s")
         }
         let r = report.replay
         try printOut(

@@ -27,6 +27,11 @@ struct Log: ParsableCommand {
     }
 
     func run() throws {
+        if Store.isVerifiedCopy(storeOptions.path) {  // it printed nothing and exited 0
+            throw CLIError(
+                "\(storeOptions.path) is a verified copy (`teamlog audit --verified`): projections only, it holds no log "
+                    + "to export; export the store it was made from")
+        }
         let store = try openForQuery(storeOptions.path)
         // The export of a damaged store goes on without a total when its head cannot be read.
         let head = try? store.head().seq

@@ -69,6 +69,25 @@ import Testing
         #expect(difference.contains("AUD/b") && difference.contains("vs replayed"), "\(difference)")
     }
 
+    /// A team record changed in a byte the readable form did not show (it printed four of its fields):
+    /// both sides read the same and the difference was invisible. Every field is shown now, and when the
+    /// two still read the same, their bytes too.
+    @Test func aDifferenceThatReadsTheSameShowsItsBytes() throws {
+        let h = try Self.makeStore()
+        var before: [UInt8] = []
+        try edit(h, "p.teams") { txn, db in
+            let key = Array("AUD".utf8)
+            var value = try #require(try txn.get(db, key: key))
+            before = value
+            value[value.count - 1] ^= 1  // the member count, the record's last field
+            try txn.put(db, key: key, value: value)
+        }
+        let difference = try #require(try audit(h).tables.first { $0.table == "teams" }?.difference)
+        #expect(difference.contains("which read the same: bytes stored"), "\(difference)")
+        #expect(difference.contains(HashChain.hex(before)), "the replayed bytes are the original: \(difference)")
+        #expect(difference.contains("avatar") && difference.contains("createdTs"), "every field: \(difference)")
+    }
+
     @Test func recordMissingFromTheStoreIsNamed() throws {
         let h = try Self.makeStore()
         try edit(h, "p.messages") { txn, db in

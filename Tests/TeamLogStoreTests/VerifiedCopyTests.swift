@@ -353,6 +353,17 @@ import Testing
             stderr: directory.child("refused.err"), timeout: 60)
         #expect(refused.status != .exited(0))
         #expect(readTextFile(directory.child("refused.err")).contains("--keep-verified must be at least 1"))
+
+        // A verified copy given as the store: audit said every table DIFFERS (a replay of its empty log),
+        // and log printed nothing with exit 0; both say what it is now.
+        let kept = try #require(second.first { $0.hasPrefix("verified: ") }?.split(separator: " ")[1]).description
+        let asStore = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["audit", "--store", kept], stderr: directory.child("as-store.err"), timeout: 60)
+        #expect(asStore.status == .exited(2) && !asStore.lines.contains("audit FAILED"))
+        #expect(readTextFile(directory.child("as-store.err")).contains("is a verified copy"))
+        let export = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["log", "--store", kept], stderr: directory.child("log.err"), timeout: 60)
+        #expect(export.status == .exited(1) && readTextFile(directory.child("log.err")).contains("holds no log"))
     }
 }
 

@@ -27,7 +27,7 @@ struct IngestSummary {
     }
 }
 
-/// The first line `teamlog audit` prints: `log: 1000 events, checkpoint seq 1000, 70951 events/s`, and its
+/// The first line `teamlog audit` prints: `log: 1000 events replayed to checkpoint seq 1000, 70951 events/s`, and its
 /// verdict.
 struct AuditSummary {
     var events: Int
