@@ -44,11 +44,15 @@ public struct AuditReport: Sendable {
     public var chainProblem: Store.ChainProblem?
     /// A checkpoint that disagrees with the log.
     public var checkpointProblem: String?
+    /// A settings record that cannot be trusted (its checksum does not match): the settings decided every
+    /// op, and no hash chain covers them.
+    public var settingsProblem: String?
     public var tables: [TableResult]
 
-    /// True when the chain, the checkpoint and every table are sound.
+    /// True when the chain, the checkpoint, the settings and every table are sound.
     public var ok: Bool {
-        chainProblem == nil && checkpointProblem == nil && tables.allSatisfy { $0.difference == nil }
+        chainProblem == nil && checkpointProblem == nil && settingsProblem == nil
+            && tables.allSatisfy { $0.difference == nil }
     }
 }
 
@@ -115,6 +119,7 @@ extension Store {
                     seq: checkpoint.seq, events: scratch.events, baseSeq: baseCheckpoint?.seq,
                     chainProblem: scratch.problem, checkpointProblem: nil, tables: [])
                 report.replay = scratch.store.workingSetStats
+                report.settingsProblem = settingsDamage
                 if scratch.problem == nil {
                     report.checkpointProblem = Self.positionProblem(
                         checkpoint, records: UInt64(scratch.events), lastHash: scratch.lastHash)

@@ -1,3 +1,4 @@
+import Crypto
 import LMDB
 import TeamLog
 
@@ -94,15 +95,7 @@ struct Databases {
                 (meta.lastSeq, meta.lastTs, meta.lastHash) = try Self.decodePosition(bytes, what: "head")
             }
             if let bytes = try txn.get(self.meta, "config") {
-                try bytes.withUnsafeBytes { raw in
-                    var r = ByteReader(raw)
-                    guard try r.u8() == 1 else { throw StoreError("unknown config version") }
-                    var c = Config()
-                    c.teamMaxMembers = Int(try r.varint())
-                    c.superTeamMaxMembers = Int(try r.varint())
-                    c.membersSyncTimeoutMs = try r.zigzag()
-                    meta.config = c
-                }
+                (meta.config, meta.configDamage) = Self.decodeConfig(bytes)
             }
             return meta
         }
@@ -112,14 +105,51 @@ struct Databases {
         try env.write { txn in try txn.put(meta, "config", Self.encode(c)) }
     }
 
-    /// The stored form of the settings (version byte first).
+    /// The stored form of the settings: version 2, the three values, then the first 8 bytes of the SHA-256
+    /// of what precedes them. The settings decide every later op (a team's member limit) and no hash chain
+    /// covers them: a damaged byte would change decisions without a word, where the checksum refuses it.
     static func encode(_ c: Config) -> [UInt8] {
         var w = ByteWriter()
-        w.u8(1)
+        w.u8(2)
         w.varint(UInt64(c.teamMaxMembers))
         w.varint(UInt64(c.superTeamMaxMembers))
         w.zigzag(c.membersSyncTimeoutMs)
-        return w.bytes
+        return w.bytes + Array(SHA256.hash(data: w.bytes).prefix(8))
+    }
+
+    /// The settings a stored record holds, or why it cannot be trusted. Version 1 (before the checksum)
+    /// is read as it is; a writer rewrites it as version 2 (`Store.init`).
+    static func decodeConfig(_ bytes: [UInt8]) -> (config: Config?, damage: String?) {
+        guard let version = bytes.first, version == 1 || version == 2 else {
+            return (nil, "has an unknown version (\(bytes.first.map(String.init) ?? "empty"))")
+        }
+        var body = bytes[...]
+        if version == 2 {
+            guard bytes.count > 9 else { return (nil, "is too short for its checksum") }
+            body = bytes.dropLast(8)
+            guard Array(SHA256.hash(data: Array(body)).prefix(8)) == Array(bytes.suffix(8)) else {
+                return (nil, "does not match its checksum")
+            }
+        }
+        do {
+            return try Array(body).withUnsafeBytes { raw -> (config: Config?, damage: String?) in
+                var r = ByteReader(raw)
+                _ = try r.u8()
+                var c = Config()
+                c.teamMaxMembers = Int(try r.varint())
+                c.superTeamMaxMembers = Int(try r.varint())
+                c.membersSyncTimeoutMs = try r.zigzag()
+                guard r.atEnd else { return (nil, "has bytes after its values") }
+                return (c, nil)
+            }
+        } catch {
+            return (nil, "has values that do not decode (\(error))")
+        }
+    }
+
+    /// Whether the stored settings record is version 1 (no checksum).
+    func configIsUnchecked(_ env: Environment) throws -> Bool {
+        try env.read { txn in try txn.get(meta, "config")?.first == 1 }
     }
 
     /// Writes the head: the last committed seq, its time and chained hash (in the batch's transaction).
@@ -152,4 +182,6 @@ struct Meta {
     var lastTs: Int64
     var lastHash: [UInt8]
     var config: Config?
+    /// Why the stored settings record cannot be trusted (`config` is then nil), if it cannot.
+    var configDamage: String? = nil
 }

@@ -189,6 +189,8 @@ public final class Store {
     /// Records committed after the stored checkpoint, published for readers on other threads (set by
     /// `serveReaders`, then never changed).
     var readerRecords: ReaderRecords?
+    /// Why the stored settings record cannot be trusted (a reader opened it anyway; a writer refuses).
+    public private(set) var settingsDamage: String?
     /// Where damaged projections were set aside at open (`Options.setAsideDamagedProjections`), and why.
     public private(set) var setAsideProjections: (path: String, reason: StoreError)?
     /// Why the last checkpoint failed, if it did (the log is unaffected).
@@ -292,6 +294,19 @@ public final class Store {
         let meta = try dbs.readMeta(env)
         let source = try env.read { [dbs] txn in try dbs.readSource(txn) }
         var config = requested
+        if let damage = meta.configDamage {
+            // Every op is decided under the settings (a team's member limit): a writer does not decide under
+            // settings it cannot trust. Readers answer from what was decided; `audit` reports it.
+            guard options.readOnly else {
+                throw StoreError(
+                    code: .corrupted,
+                    message: "the settings record of store \(path) is damaged (it \(damage)): no op is decided under "
+                        + "settings that cannot be trusted, and nothing was written. Restore the store from a copy "
+                        + "(`teamlog backup` copies hold its settings); `teamlog info` of a copy shows them",
+                    path: path)
+            }
+            settingsDamage = damage
+        }
         if let stored = meta.config {
             let differences = options.requestedConfig.differences(from: stored)
             guard differences.isEmpty else {
@@ -302,6 +317,8 @@ public final class Store {
                     path: path)
             }
             config = stored
+            // A record from before its checksum is given one (once; the same settings).
+            if !options.readOnly, try dbs.configIsUnchecked(env) { try dbs.writeConfig(env, stored) }
         } else if !options.readOnly {
             try dbs.writeConfig(env, config)
         }

@@ -95,6 +95,7 @@ struct Audit: ParsableCommand {
         )
         if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
         if let p = report.checkpointProblem { try printOut("checkpoint: \(p)") }
+        if let p = report.settingsProblem { try printOut("settings: DAMAGED: the record \(p)") }
         for t in report.tables {
             let status = t.difference.map { "DIFFERS: \($0)" } ?? "OK"
             try printOut("\(t.table.padding(14))\(String(t.records).padding(10))\(t.digest)  \(status)")

@@ -87,6 +87,10 @@ struct Info: ParsableCommand {
         let store = try openForQuery(storeOptions.path)
         let checkpoint = try store.head()
         let config = store.world.config
+        // The settings shown would be the defaults: say the record cannot be trusted instead.
+        if let damage = store.settingsDamage {
+            throw CLIError("the settings record of store \(storeOptions.path) is damaged (it \(damage)): restore the store from a copy")
+        }
         let header = store.env.header
         if json {
             let view = JSONValue.object([
