@@ -84,6 +84,9 @@ public final class Environment: @unchecked Sendable {
         pthread_mutex_init(adviceLock, nil)
         // Every stored property is set from here on, so a throw releases `self` and `deinit` closes the
         // handle and destroys the lock; closing them here as well was a double free.
+        // LMDB checks its pages with assertions and aborts the process on a damaged one (a page of zeros, a
+        // flipped bit in a node header): before it does, say which file is damaged and what can be done.
+        mdb_env_set_assert(env, reportDamagedPage)
         try check(mdb_env_set_maxdbs(env, MDB_dbi(options.maxDatabases)), "mdb_env_set_maxdbs")
         try check(mdb_env_set_maxreaders(env, UInt32(options.maxReaders)), "mdb_env_set_maxreaders")
         try check(mdb_env_set_mapsize(env, options.mapSize), "mdb_env_set_mapsize")
@@ -697,4 +700,21 @@ func reserveLockFile(directory: String, maxReaders: Int) throws {
             message: "its lock file lock.mdb could not be given its blocks: \(String(cString: strerror(rc)))",
             context: "mdb_env_open \(directory)")
     }
+}
+
+/// LMDB's assertion hook (`mdb_env_set_assert`): says which file holds the damaged page, then LMDB aborts.
+private func reportDamagedPage(_ env: OpaquePointer?, _ message: UnsafePointer<CChar>?) {
+    var path: UnsafePointer<CChar>?
+    if let env { _ = mdb_env_get_path(env, &path) }
+    let directory = path.map { String(cString: $0) } ?? "?"
+    // A store's projections live in its `proj/` environment: a cache of the log, rebuilt by a repair.
+    let advice =
+        directory.hasSuffix("/proj")
+        ? "these are the store's projections, a cache of its log: `teamlog repair` rebuilds them from the log"
+        : "if this is a store's log, restore the store from a copy (`teamlog log` exports the events before the "
+            + "damaged page, up to where it stops)"
+    let text =
+        "teamlog: LMDB found a damaged page in \(directory)/data.mdb (\(message.map { String(cString: $0) } ?? "an assertion")) "
+        + "and stops the process; \(advice)\n"
+    _ = text.withCString { write(2, $0, strlen($0)) }
 }

@@ -19,7 +19,7 @@ extension Store {
     /// `visited` sees every seq walked (for progress). Safe on any thread (one read snapshot of the log).
     /// Returns the first break of the hash chain, if any: the export stops before it.
     public func exportLog(
-        from: UInt64 = 1, to: UInt64? = nil, team: Id? = nil, chunkBytes: Int = 1 << 20,
+        from: UInt64 = 1, to: UInt64? = nil, team: Id? = nil, chunkBytes: Int = 64 << 10,
         visited: (UInt64) -> Void = { _ in }, write: ([UInt8]) throws -> Void
     ) throws -> ChainProblem? {
         var out: [UInt8] = []

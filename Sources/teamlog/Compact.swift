@@ -32,6 +32,9 @@ struct Compact: ParsableCommand {
         let report: CompactReport
         do {
             report = try Store.compact(path: path, progress: progress.isOn ? { progress.update($0) } : nil)
+        } catch let error as StoreError where error.path != path && error.path != nil {
+            // The copy failed (a full disk, say): the store was not touched, and the message says so.
+            throw CLIError("compaction of \(path) failed, and the store was left as it was: \(error)")
         } catch {
             throw cannotOpen(path, error)
         }

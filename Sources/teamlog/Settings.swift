@@ -43,7 +43,8 @@ struct WriterOptions: ParsableArguments {
         guard checkpointOps > 0, checkpointMs >= 0 else {
             throw ValidationError("--checkpoint-ops must be positive and --checkpoint-ms not negative")
         }
-        guard cacheMb >= 0 else { throw ValidationError("--cache-mb must not be negative") }
+        // 0 is no budget at all (every unit evicted at each checkpoint): a mistake more likely than a wish.
+        guard cacheMb >= 1 else { throw ValidationError("--cache-mb must be at least 1 (MiB)") }
     }
 
     /// Checks the values and sets them on `options`, with the `recover` progress line of a writer's open.

@@ -48,6 +48,7 @@ import Testing
         (["ingest", "x.jsonl", "--emit", "bogus"], "--emit must be", "teamlog ingest"),
         (["ingest", "x.jsonl", "--batch-size", "0"], "--batch-size must be positive", "teamlog ingest"),
         (["ingest", "x.jsonl", "--checkpoint-ops", "0"], "--checkpoint-ops must be", "teamlog ingest"),
+        (["ingest", "x.jsonl", "--cache-mb", "0"], "--cache-mb must be at least 1", "teamlog ingest"),
         (["serve", "--body-limit", "0"], "--body-limit", "teamlog serve"),
         (["serve", "--listen", "nope"], "--listen must be", "teamlog serve"),
         (["serve", "--at-replays", "-1"], "--at-replays", "teamlog serve"),

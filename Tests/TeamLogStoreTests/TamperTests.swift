@@ -285,4 +285,32 @@ import Testing
         }
         fsync(fd)
     }
+
+    /// A page of zeros in the log — a common real-world failure — makes LMDB fail an assertion and abort the
+    /// process (it checks pages by assertion, not by error). Before it aborts, teamlog says which file is
+    /// damaged and what can be done (it printed only LMDB's "Assertion 'IS_LEAF(mp)' failed"). (`log` hands
+    /// its lines on every 64 KiB, so little of what it read before the page is lost with the process.)
+    @Test func aZeroedLogPageIsNamedBeforeLMDBStopsTheProcess() throws {
+        let built = try Self.build()
+        var st = stat()
+        #expect(stat(built.storePath + "/data.mdb", &st) == 0)
+        let pages = Int(st.st_size) / 4_096
+        var found = false
+        for page in stride(from: pages / 2, to: pages, by: 1) where !found {
+            let copy = built.directory.child("zeroed-\(page)")
+            #expect(try ChildProcess.run("/bin/cp", ["-r", built.storePath, copy], timeout: 30).status == .exited(0))
+            let fd = open(copy + "/data.mdb", O_WRONLY | O_CLOEXEC)
+            let zeros = [UInt8](repeating: 0, count: 4_096)
+            #expect(pwrite(fd, zeros, zeros.count, off_t(page * 4_096)) == zeros.count)
+            close(fd)
+            let err = built.directory.child("zeroed-\(page).err")
+            let run = try ChildProcess.run(TestSupport.teamlogExecutable, ["log", "--store", copy], stderr: err, timeout: 60)
+            guard case .signaled = run.status else { continue }  // not a page the export reads
+            found = true
+            let said = readTextFile(err)
+            #expect(said.contains("teamlog: LMDB found a damaged page in \(copy)/data.mdb"), "\(said)")
+            #expect(said.contains("restore the store from a copy"), "\(said)")
+        }
+        #expect(found, "no page of the log's second half stopped the export")
+    }
 }
