@@ -156,6 +156,10 @@ import Testing
         let broken = audit.lines.first { $0.hasPrefix("chain: BROKEN at seq \(seq):") }
         #expect(broken?.contains(words) == true, "\(audit.lines)", sourceLocation: sourceLocation)
         #expect(audit.lines.last == "audit FAILED", sourceLocation: sourceLocation)
+        // The break is before the checkpoint here: the tables are not compared with a replay that stopped
+        // at it (every one "differed", which said nothing).
+        #expect(audit.lines.contains { $0.hasPrefix("tables: not compared") }, "\(audit.lines)", sourceLocation: sourceLocation)
+        #expect(!audit.lines.contains { $0.contains("DIFFERS") }, "\(audit.lines)", sourceLocation: sourceLocation)
     }
 
     /// A writer refuses to append onto the broken chain: exit 2, and the store is left as it was.
