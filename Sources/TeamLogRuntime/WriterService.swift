@@ -284,8 +284,8 @@ public final class WriterService: @unchecked Sendable {
             return waitForStop()
         }
         store.onCheckpointFailure = { [weak self, options] problem in
-            self?.monitor.locked { self?._checkpointProblem = problem.message }
-            options.onCheckpointFailure?(problem.message)
+            self?.monitor.locked { self?._checkpointProblem = "\(problem)" }
+            options.onCheckpointFailure?("\(problem)")
         }
         store.onCheckpointRecovered = { [weak self, options] seq in
             self?.monitor.locked { self?._checkpointProblem = nil }

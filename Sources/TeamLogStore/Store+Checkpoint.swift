@@ -166,19 +166,11 @@ extension Store {
     /// A failed checkpoint named: `noSpace` when the projections' file system is full (LMDB reports a short
     /// write as EIO), else `commitFailed`; what it leaves as it was, and that the next one tries again.
     func checkpointFailure(_ error: any Error) -> StoreError {
-        let projPath = projectionEnv.path
-        let kept =
-            "the log holds every committed op; the projections stay at checkpoint seq \(checkpoint.seq), which "
-            + "other processes' queries answer as of, and the next checkpoint writes every change since"
-        if let free = Self.outOfSpace(error, directory: projPath) {
-            return StoreError(
-                code: .noSpace,
-                message: "the projections' checkpoint failed: no space left on device for \(projPath) (\(free) bytes "
-                    + "free); \(kept). Free some space", cause: error, path: projPath)
-        }
-        return StoreError(
-            code: .commitFailed, message: "the projections' checkpoint failed: \(error); \(kept)", cause: error,
-            path: projPath)
+        Self.writeFailure(
+            error, directory: projectionEnv.path, place: projectionEnv.path, what: "the projections' checkpoint failed",
+            kept: "the log holds every committed op; the projections stay at checkpoint seq \(checkpoint.seq), which "
+                + "other processes' queries answer as of, and the next checkpoint writes every change since",
+            retry: nil)
     }
 
     /// Makes the stored projections reach every committed op now: commits what is pending, writes a

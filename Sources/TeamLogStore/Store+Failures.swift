@@ -16,19 +16,28 @@ extension Store {
 
     /// The failure of the batch `seqs`: `.noSpace` when the file system is full, else `.commitFailed`.
     func commitFailure(_ error: any Error, seqs: ClosedRange<UInt64>) -> StoreError {
-        let path = env.path
-        let batch = "commit of seq \(seqs.lowerBound)...\(seqs.upperBound) failed"
-        let kept = "nothing of that batch was stored or printed, and the store keeps every batch before it"
-        let again = "run the same input again: what was stored answers `duplicate`"
-        if let free = Self.outOfSpace(error, directory: path) {
+        Self.writeFailure(
+            error, directory: env.path, place: "store \(env.path)",
+            what: "commit of seq \(seqs.lowerBound)...\(seqs.upperBound) failed",
+            kept: "nothing of that batch was stored or printed, and the store keeps every batch before it",
+            retry: "run the same input again: what was stored answers `duplicate`")
+    }
+
+    /// A failed write named: `.noSpace` when `directory`'s file system is full (`outOfSpace`), else
+    /// `.commitFailed`; with what it left as it was (`kept`) and how to go on (`retry`).
+    static func writeFailure(
+        _ error: any Error, directory: String, place: String, what: String, kept: String, retry: String?
+    ) -> StoreError {
+        if let free = outOfSpace(error, directory: directory) {
             return StoreError(
                 code: .noSpace,
-                message: "\(batch): no space left on device for store \(path) (\(free) bytes free); \(kept). "
-                    + "Free some space, then \(again)", cause: error, path: path)
+                message: "\(what): no space left on device for \(place) (\(free) bytes free); \(kept). Free some space"
+                    + (retry.map { ", then \($0)" } ?? ""), cause: error, path: directory)
         }
         return StoreError(
-            code: .commitFailed, message: "\(batch) on store \(path); \(kept). Once the cause is fixed, \(again)",
-            cause: error, path: path)
+            code: .commitFailed,
+            message: "\(what) on \(place); \(kept)" + (retry.map { ". Once the cause is fixed, \($0)" } ?? ""),
+            cause: error, path: directory)
     }
 
     /// The free bytes of `directory`'s file system when `error` comes from it being full: ENOSPC or EDQUOT,

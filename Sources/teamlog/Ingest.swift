@@ -89,7 +89,7 @@ struct Ingest: ParsableCommand {
         // other processes' queries stay at the last checkpoint and its changes wait in memory.
         store.onCheckpointFailure = { problem in
             progress.clear()
-            printErr("teamlog: warning: \(problem.message)")
+            printErr("teamlog: warning: \(problem)")
         }
         store.onCheckpointRecovered = { seq in
             progress.clear()
@@ -113,7 +113,7 @@ struct Ingest: ParsableCommand {
         store.close()  // a last checkpoint: the next open replays nothing
         if let problem = store.checkpointProblem {
             printErr(
-                "teamlog: warning: the last checkpoint failed too (\(problem.message)); the next open replays the log "
+                "teamlog: warning: the last checkpoint failed too (\(problem)); the next open replays the log "
                     + "after seq \(store.checkpoint.seq) into the projections")
         }
         let elapsed = max(monotonicSeconds() - start, 1e-9)
