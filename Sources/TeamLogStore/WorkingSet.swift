@@ -327,6 +327,16 @@ extension Store {
             if case .receiptRead = key { continue }  // part of its tally's unit
             workingSet.unstamped.append((key, seq))
         }
+        // A modify's footprint names its message's team once the message is resident: a second round.
+        if case .messageModify = op.body, !accepted {
+            keys.removeAll(keepingCapacity: true)
+            world.footprint(of: op, into: &keys, accepted: accepted)
+            missing.removeAll(keepingCapacity: true)
+            for key in keys where !name(key, seq: seq, in: &world) { missing.append(key) }
+            if missing.isEmpty { return }
+            try load(missing, totals: false, into: &world)
+            for key in missing { workingSet.unstamped.append((key, seq)) }
+        }
     }
 
     /// Stamps `key` as named at `seq` when it is resident, queueing it for eviction sweeps when it became

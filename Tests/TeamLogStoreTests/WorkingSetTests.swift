@@ -211,6 +211,30 @@ import Testing
         #expect(try h.store.audit().ok)
     }
 
+    /// A modify decides whether its message's team was dismissed (SPEC §1.1: every later op on it is
+    /// `dismissed` but a read), and names only the message: with both evicted, the message is loaded, then
+    /// its team (a second round of the prefetch) — the same answer as a store that keeps everything.
+    @Test func aModifyOfAnEvictedMessageFindsItsTeamDismissed() throws {
+        let h = try StoreHarness(cacheBytes: 0, checkpointOps: 1_000_000)
+        let roomy = try StoreHarness()
+        let lines = [
+            op("team.create", "own", ["team": "d2", "members": ["a", "b"]]),
+            op("message.send", "a", ["to": Msg.team("d2"), "messageId": "y1", "content": Msg.content("text", "hi")]),
+            op("team.dismiss", "own", ["team": "d2"]),
+        ]
+        for harness in [h, roomy] { try harness.feed(lines) }
+        try h.store.checkpointNow()
+        try h.feed(op("client.login", "z", ["device": "d"]))
+        try h.store.checkpointNow()
+        #expect(h.store.world.teams["d2"] == nil && h.store.world.messages["y1"] == nil, "both evicted")
+        let modify = op("message.modify", "a", ["messageId": "y1", "content": Msg.content("text", "late")])
+        let records = try h.feed(modify)
+        #expect(records.first?["code"]?.stringValue == "dismissed", "\(records)")
+        _ = try roomy.feed(op("client.login", "z", ["device": "d"]))
+        #expect(records == (try roomy.feed(modify)), "the same records")
+        #expect(try h.store.messageView("y1") == roomy.store.messageView("y1"))
+    }
+
     /// A 32 KiB working set, checkpointed only when asked (`checkpointNow`), without fsync.
     static var tinyBudgetExplicitCheckpoints: Store.Options {
         var options = Store.Options()

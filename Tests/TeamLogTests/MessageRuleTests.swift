@@ -335,6 +335,16 @@ struct WorldSnapshot: Equatable {
         RuleCase(
             "sender modifies after leaving", modifySetup + [op("team.leave", "a", ["team": "t1"])],
             Msg.modify("a", "m1"), nil),
+        // SPEC §1.1: every later op on a dismissed team is `dismissed` but `message.read` (it was accepted).
+        RuleCase(
+            "the sender modifies after the team was dismissed",
+            modifySetup + [op("team.dismiss", "own", ["team": "t1"])], Msg.modify("a", "m1"), .dismissed),
+        RuleCase(
+            "another modifies after the team was dismissed",
+            modifySetup + [op("team.dismiss", "own", ["team": "t1"])], Msg.modify("b", "m1"), .dismissed),
+        RuleCase(
+            "a p2p message after a team of the sender's was dismissed",
+            modifySetup + [op("team.dismiss", "own", ["team": "t1"])], Msg.modify("a", "p1"), nil),
         RuleCase("another member modifies", modifySetup, Msg.modify("b", "m1"), .notPermitted),
         RuleCase("the owner modifies a member's message", modifySetup, Msg.modify("own", "m1"), .notPermitted),
         RuleCase("the p2p peer modifies", modifySetup, Msg.modify("b", "p1"), .notPermitted),

@@ -67,6 +67,10 @@ extension World {
             guard let message = messages[id], message.stored else {
                 throw Rejection(.noSuchMessage, "no stored message \(id)")
             }
+            // SPEC §1.1: every op on a dismissed team is `dismissed` but a reader's `message.read`.
+            if message.conv.kind != .p2p, teams[message.conv.id]?.dismissed == true {
+                throw Rejection(.dismissed, "team \(message.conv.id) was dismissed")
+            }
             if message.isTip { throw Rejection(.notPermitted, "\(id) is a tip: tips cannot be modified") }
             if message.sender != actor {
                 throw Rejection(.notPermitted, "only the sender \(message.sender) may modify \(id)")

@@ -95,6 +95,9 @@ extension World {
 
         case .messageModify(let id, _):
             keys.append(.message(id))
+            // Deciding it asks whether the message's team was dismissed: once the message is resident, its
+            // team (a second round of the prefetch, `WorkingSet`); applying it does not.
+            if !accepted, let message = messages[id], message.conv.kind != .p2p { keys.append(.team(message.conv.id)) }
 
         case .clientLogin, .clientLogout, .clockTick, .channelCreate, .channelJoin, .channelInvite,
             .channelCancelInvite, .channelReject, .channelAccept, .channelLeave, .channelClose, .channelControl,
