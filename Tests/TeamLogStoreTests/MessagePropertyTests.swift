@@ -272,7 +272,8 @@ import Testing
                     seers = s.directed == nil ? [s.sender, s.target] : [s.sender] + expectedReceivers
                     if s.stored {  // SPEC §2: a message that is not stored creates no conversation
                         model.convs[s.sender, default: []].insert(key)
-                        model.convs[s.target, default: []].insert(key)
+                        // nor, for the peer, one it does not receive (directed to the sender alone)
+                        if reaches { model.convs[s.target, default: []].insert(key) }
                     }
                 } else {
                     let team = try #require(before[s.target])

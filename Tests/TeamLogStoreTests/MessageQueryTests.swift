@@ -325,6 +325,28 @@ enum Msg {
         try Self.checkUnread(h, ["own", "a", "b"])
     }
 
+    /// A p2p message directed to its sender alone reaches nobody: the peer got a conversation with no
+    /// message in it (`"lastMessage":null`, outside SPEC §5's shape). It gets one with the first message it
+    /// receives.
+    @Test func aP2PMessageTheSenderAloneGetsGivesThePeerNoConversation() throws {
+        let h = try StoreHarness()
+        try h.feed([
+            Msg.send("x", "p1", to: Msg.p2p("y"), ["directedUserIds": ["x"]]),  // 1
+        ])
+        #expect(try Self.unread(h, "y") == #"{"user":"y","total":0,"conversations":[]}"#)
+        #expect(
+            try Self.unread(h, "x")
+                == #"{"user":"x","total":0,"conversations":[{"to":{"type":"p2p","id":"y"},"unread":0,"lastReadSeq":0,"lastMessage":{"seq":1,"messageId":"p1"}}]}"#
+        )
+        try h.feed(Msg.send("x", "p2", to: Msg.p2p("y")))  // 2
+        #expect(
+            try Self.unread(h, "y")
+                == #"{"user":"y","total":1,"conversations":[{"to":{"type":"p2p","id":"x"},"unread":1,"lastReadSeq":0,"lastMessage":{"seq":2,"messageId":"p2"}}]}"#
+        )
+        try Self.checkUnread(h, ["x", "y"])
+        #expect(try h.store.audit().ok)
+    }
+
     @Test func directedLastMessageOnlyForReceiversAndSender() throws {
         let h = try StoreHarness()
         try h.feed([

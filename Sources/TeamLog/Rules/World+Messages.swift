@@ -245,13 +245,14 @@ extension World {
         let seq = event.seq
         let peer = m.to.id
         let key = ConvKey(p2p: sender, peer)
-        // A message that is not stored creates no conversation (SPEC §2).
-        for user in [sender, peer] where m.isStored && userConvs[user]?[key] == nil {
+        let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
+        // A message that is not stored creates no conversation (SPEC §2); nor, for the peer, one it does not
+        // receive (directed to the sender alone): the peer's view would list a conversation with no message.
+        for user in [sender, peer] where m.isStored && userConvs[user]?[key] == nil && (user == sender || receives) {
             userConvs[user, default: [:]][key] = UserConv()
             userConvCount += 1
             touch(.userConv(user, key))
         }
-        let receives = (m.directedUserIds?.contains(peer) ?? true) && (!m.isStatusMessage || isOnline(peer))
         workspace.stats.messages += 1
         workspace.stats.memberDecisions += 2
         workspace.stats.deliveries += receives ? 1 : 0
