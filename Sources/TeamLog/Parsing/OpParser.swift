@@ -303,7 +303,7 @@ struct Fields {
 
     func requiredIdList(_ key: String) throws(Rejection) -> [Id] {
         guard let v = try optionalIdList(key) else { throw missing(key) }
-        if v.isEmpty { throw bad(key, "must name at least one user") }
+        if v.isEmpty { throw bad(key, key == "messageIds" ? "must name at least one message" : "must name at least one user") }
         return v
     }
 
