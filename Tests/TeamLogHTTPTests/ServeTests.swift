@@ -551,7 +551,9 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
             }
             if seconds == nil { try await Task.sleep(for: .milliseconds(50)) }
         }
-        #expect((seconds ?? 0) >= 0.4, "the record stream's duration: \(seconds.map { "\($0) s" } ?? "not recorded")")
+        // Held open 400 ms by the client, but its request reaches the server some ms after that wait began
+        // (0.383 s was recorded in a loaded fresh-clone CI run); timed to the head alone it would be ~1 ms.
+        #expect((seconds ?? 0) >= 0.25, "the record stream's duration: \(seconds.map { "\($0) s" } ?? "not recorded")")
         try await server.stop()
     }
 
