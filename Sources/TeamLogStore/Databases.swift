@@ -96,6 +96,7 @@ struct Databases {
             }
             if let bytes = try txn.get(self.meta, "config") {
                 (meta.config, meta.configDamage) = Self.decodeConfig(bytes)
+                meta.configUnchecked = bytes.first == 1
             }
             return meta
         }
@@ -147,11 +148,6 @@ struct Databases {
         }
     }
 
-    /// Whether the stored settings record is version 1 (no checksum).
-    func configIsUnchecked(_ env: Environment) throws -> Bool {
-        try env.read { txn in try txn.get(meta, "config")?.first == 1 }
-    }
-
     /// Writes the head: the last committed seq, its time and chained hash (in the batch's transaction).
     func writeHead(_ txn: WriteTransaction, _ m: Meta) throws {
         try txn.put(meta, "head", Self.encodePosition(seq: m.lastSeq, ts: m.lastTs, hash: m.lastHash))
@@ -184,4 +180,6 @@ struct Meta {
     var config: Config?
     /// Why the stored settings record cannot be trusted (`config` is then nil), if it cannot.
     var configDamage: String? = nil
+    /// Whether the settings record is version 1, from before its checksum (a writer rewrites it).
+    var configUnchecked = false
 }

@@ -44,9 +44,7 @@ extension Store {
     /// or another write error (LMDB turns a short write into EIO) on a file system with almost nothing free.
     static func outOfSpace(_ error: any Error, directory: String) -> UInt64? {
         guard let errno = (error as? LMDBError)?.code.systemErrno else { return nil }
-        var fs = statvfs()
-        guard statvfs(directory, &fs) == 0 else { return errno == ENOSPC || errno == EDQUOT ? 0 : nil }
-        let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        guard let free = StoreError.freeBytes(directory) else { return errno == ENOSPC || errno == EDQUOT ? 0 : nil }
         if errno == ENOSPC || errno == EDQUOT || free < nearlyFullBytes { return free }
         return nil
     }

@@ -318,7 +318,7 @@ public final class Store {
             }
             config = stored
             // A record from before its checksum is given one (once; the same settings).
-            if !options.readOnly, try dbs.configIsUnchecked(env) { try dbs.writeConfig(env, stored) }
+            if !options.readOnly && meta.configUnchecked { try dbs.writeConfig(env, stored) }
         } else if !options.readOnly {
             try dbs.writeConfig(env, config)
         }

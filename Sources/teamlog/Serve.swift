@@ -175,14 +175,14 @@ struct Serve: AsyncParsableCommand {
         }
         let opened = Task {
             guard let port = await server.port() else { return }
-            while writer.state == .opening { try? await Task.sleep(for: .milliseconds(5)) }
+            while writer.state == .opening && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
             if case .failed = writer.state {
                 await group.triggerGracefulShutdown()  // said below, before exiting 2
                 return
             }
             // A partition says it serves once it consumes its stream too: a NATS that cannot be reached
             // fails the group (exit 3) without a "serving" line before it.
-            while worker != nil && !consuming.isSet { try? await Task.sleep(for: .milliseconds(5)) }
+            while worker != nil && !consuming.isSet && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
             if Task.isCancelled { return }
             if let replayed = writer.store?.replayedAtOpen, replayed > 0 {
                 // A crash left a log tail after the projections' checkpoint: say the open replayed it.

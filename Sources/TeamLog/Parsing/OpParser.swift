@@ -184,7 +184,7 @@ public enum OpParser {
             return .messageRead(to: try f.requiredConversation("to"), upTo: upTo.map { UInt64($0) })
         },
         "message.receipt": { f throws(Rejection) in
-            .messageReceipt(to: try f.requiredConversation("to"), messageIds: try f.requiredIdList("messageIds"))
+            .messageReceipt(to: try f.requiredConversation("to"), messageIds: try f.requiredIdList("messageIds", naming: "message"))
         },
         "message.modify": { f throws(Rejection) in
             .messageModify(messageId: try f.requiredId("messageId"), content: try f.requiredContent("content"))
@@ -301,9 +301,10 @@ struct Fields {
         }
     }
 
-    func requiredIdList(_ key: String) throws(Rejection) -> [Id] {
+    /// A non-empty array of ids; `naming` is what they are, for the message when it is empty.
+    func requiredIdList(_ key: String, naming noun: String = "user") throws(Rejection) -> [Id] {
         guard let v = try optionalIdList(key) else { throw missing(key) }
-        if v.isEmpty { throw bad(key, key == "messageIds" ? "must name at least one message" : "must name at least one user") }
+        if v.isEmpty { throw bad(key, "must name at least one \(noun)") }
         return v
     }
 
