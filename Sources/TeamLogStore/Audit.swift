@@ -48,10 +48,12 @@ public struct AuditReport: Sendable {
     /// op, and no hash chain covers them.
     public var settingsProblem: String?
     public var tables: [TableResult]
+    /// The opId index against the log (`OpIdIndexCheck`): what re-sent ops are answered from.
+    public var opIds = OpIdIndexReport()
 
-    /// True when the chain, the checkpoint, the settings and every table are sound.
+    /// True when the chain, the checkpoint, the settings, the opId index and every table are sound.
     public var ok: Bool {
-        chainProblem == nil && checkpointProblem == nil && settingsProblem == nil
+        chainProblem == nil && checkpointProblem == nil && settingsProblem == nil && opIds.difference == nil
             && tables.allSatisfy { $0.difference == nil }
     }
 }
@@ -112,9 +114,10 @@ extension Store {
                 if let baseCheckpoint { try Self.checkBase(baseCheckpoint, against: checkpoint, log: self, txn) }
                 let scratch = try makeScratch(projectionsOnly: true, limits: limits, base: base)
                 defer { if verified !== scratch { scratch.remove() } }
+                let opIds = OpIdIndexCheck(index: dbs.opIds.handle, log: dbs.log.handle)
                 try replay(
                     into: scratch, in: txn, upTo: checkpoint.seq, after: baseCheckpoint?.seq ?? 0,
-                    batchSize: limits.batchSize, progress: progress)
+                    batchSize: limits.batchSize, checking: opIds, progress: progress)
                 var report = AuditReport(
                     seq: checkpoint.seq, events: scratch.events, baseSeq: baseCheckpoint?.seq,
                     chainProblem: scratch.problem, checkpointProblem: nil, tables: [])
@@ -124,17 +127,32 @@ extension Store {
                     report.checkpointProblem = Self.positionProblem(
                         checkpoint, records: UInt64(scratch.events), lastHash: scratch.lastHash)
                 }
-                report.tables = try compareTables(ptxn, with: scratch.store)
+                // The opId index is read beside the first group of tables, on this thread (its snapshot).
+                let indexEntries = Int(try txn.stat(dbs.opIds.handle).entries)
+                report.tables = try compareTables(
+                    ptxn, with: scratch.store,
+                    alongside: (
+                        indexEntries,
+                        { [env] in
+                            try opIds.scan(txn, headSeq: meta.lastSeq) { env.releaseResidentPages() }
+                        }
+                    ))
                 report.headSeq = meta.lastSeq
                 // The log after the checkpoint: its chain, and the head naming its end.
+                var wholeLog = false
                 if report.chainProblem == nil && report.checkpointProblem == nil {
-                    let tail = try walkChain(in: txn, after: checkpoint.seq, hash: scratch.lastHash) { _, _ in nil }
+                    let tail = try walkChain(in: txn, after: checkpoint.seq, hash: scratch.lastHash) { seq, payload in
+                        try opIds.record(seq: seq, payload: payload, in: txn)
+                        return nil
+                    }
                     report.chainProblem = tail.problem
                     if tail.problem == nil {
                         report.checkpointProblem =
                             Self.checkpointProblem(meta, records: tail.last, lastHash: tail.hash)?.message
+                        wholeLog = tail.last == meta.lastSeq
                     }
                 }
+                report.opIds = try opIds.report(txn, wholeLog: wholeLog)
                 if report.ok && keep != nil { verified = scratch }
                 return report
             }
@@ -193,12 +211,17 @@ extension Store {
     /// Compares every stored table (snapshot `ptxn` of `projectionEnv`) with the replayed store's, on two
     /// threads when the second can read the same snapshot: the tables split in two groups of about equal
     /// record counts (the cost of a table is about its records). Results in `ProjectionTable` order.
-    func compareTables(_ ptxn: Transaction, with replayed: Store) throws -> [AuditReport.TableResult] {
+    ///
+    /// `alongside`: other work of about `records` records' cost, done on this thread before its group (whose
+    /// share of the tables is smaller by as much).
+    func compareTables(
+        _ ptxn: Transaction, with replayed: Store, alongside: (records: Int, work: () throws -> Void)? = nil
+    ) throws -> [AuditReport.TableResult] {
         let projectionSnapshot = ptxn.snapshotID
         var sizes: [ProjectionTable: Int] = [:]
         for table in ProjectionTable.allCases { sizes[table] = Int(try ptxn.stat(pdbs.table(table)).entries) }
         var groups: [[ProjectionTable]] = [[], []]
-        var load = [0, 0]
+        var load = [alongside?.records ?? 0, 0]
         for table in ProjectionTable.allCases.sorted(by: { sizes[$0]! > sizes[$1]! }) {
             let g = load[0] <= load[1] ? 0 : 1
             groups[g].append(table)
@@ -210,7 +233,10 @@ extension Store {
             }
         }
         let (first, second) = try inParallel(
-            { try compare(groups[0], ptxn) },
+            {
+                try alongside?.work()
+                return try compare(groups[0], ptxn)
+            },
             {
                 try self.projectionEnv.concurrentRead { other in
                     other.snapshotID == projectionSnapshot ? try compare(groups[1], other) : nil

@@ -285,9 +285,11 @@ extension Store {
     /// `after`: the scratch store's projections are already at that seq (`makeScratch(base:)`); the chain is
     /// still verified from seq 1 (an audit's), but only the events after it are decoded and applied — or,
     /// given `chainFrom` (the hash at `after`, vouched for by the caller), verified from there on only.
+    ///
+    /// `opIds`: an audit's check of the opId index, handed every event the walk reads (`OpIdIndexCheck`).
     func replay(
         into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, after: UInt64 = 0, chainFrom: [UInt8]? = nil,
-        batchSize: Int = 8_192, progress: ((Int) -> Void)?
+        batchSize: Int = 8_192, checking opIds: OpIdIndexCheck? = nil, progress: ((Int) -> Void)?
     ) throws {
         let target = scratch.store
         func apply(_ event: Event) throws {
@@ -308,10 +310,11 @@ extension Store {
         }
         let start = chainFrom.map { (seq: after, hash: $0) } ?? (seq: 0, hash: HashChain.genesis)
         let walk =
-            try replayOnTwoCores(txn, upTo: upTo, after: after, from: start, apply)
+            try replayOnTwoCores(txn, upTo: upTo, after: after, from: start, checking: opIds, apply)
             ?? walkChain(
                 in: txn, after: start.seq, hash: start.hash, upTo: upTo
             ) { seq, payload in
+                try opIds?.record(seq: seq, payload: payload, in: txn)
                 if seq <= after { return nil }
                 let event: Event
                 do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
@@ -329,7 +332,7 @@ extension Store {
     /// when the second thread cannot get the same snapshot (a writer committed in between).
     private func replayOnTwoCores(
         _ txn: Transaction, upTo: UInt64?, after: UInt64, from start: (seq: UInt64, hash: [UInt8]),
-        _ apply: (Event) throws -> Void
+        checking opIds: OpIdIndexCheck?, _ apply: (Event) throws -> Void
     ) throws -> (last: UInt64, hash: [UInt8], problem: ChainProblem?)? {
         let snapshot = txn.snapshotID
         let decoded = ChunkQueue<Event>()
@@ -355,7 +358,8 @@ extension Store {
                     var stopped = false
                     let walk = try self.walkChain(in: other, after: start.seq, hash: start.hash, upTo: upTo) {
                         seq, payload in
-                        if seq <= after { return nil }  // in the base's projections: its hash is all
+                        try opIds?.record(seq: seq, payload: payload, in: other)
+                        if seq <= after { return nil }  // in the base's projections: its hash and opId are all
                         let event: Event
                         do { event = try EventCodec.decode(seq: seq, payload) } catch {
                             return "undecodable event: \(error)"

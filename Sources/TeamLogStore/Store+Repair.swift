@@ -47,6 +47,8 @@ extension Store {
         public var keptEvents: Int
         /// Projection records rewritten.
         public var projectionRecords: Int
+        /// The file the removed records were saved to first (`saveCutRecords`), when any were removed.
+        public var cutFile: String?
     }
 
     /// Cuts the log before its first bad record (if any) and drops the opIds of the removed events, in one
@@ -54,8 +56,10 @@ extension Store {
     /// remaining log. The rebuild replays the log into a scratch store (no fsync, in `$TMPDIR`, removed
     /// afterwards), checkpoints it at the cut and swaps a compacted copy of its environment in for
     /// `proj/` (`swapProjections`), so memory holds the replay's working state only, never the history.
-    /// Ops after the cut are lost from the store: feed them again (their opIds are free again). The store
-    /// refuses further use afterwards (its projections' files were replaced): open it again.
+    /// Ops after the cut are lost from the store — but not from the disk: the records removed are first
+    /// saved beside the log (`saveCutRecords`), as op lines `teamlog ingest` takes again (their opIds are
+    /// free again). The store refuses further use afterwards (its projections' files were replaced): open
+    /// it again.
     /// `progress` is the replay's (every 65,536 events).
     public func repair(progress: ((Int) -> Void)? = nil) throws -> RepairReport {
         let scratch = try makeScratch(projectionsOnly: true)
@@ -70,6 +74,8 @@ extension Store {
         replayed.world = World(config: replayed.world.config)
         Allocator.releaseFreedPages()
         let release = { [env] in env.releaseResidentPages() }
+        // Saved, and synced, before anything is removed: a repair that cannot save them removes nothing.
+        let cutFile = try env.read { txn in try saveCutRecords(after: keep, in: txn) }
         let removed = try env.write { txn in
             // Every key that is not a seq of 1...keep: those after the cut, in chunks of bounded size, then
             // any that is not an 8-byte seq or is seq 0 (records out of order or with a bad key sort anywhere).
@@ -104,7 +110,79 @@ extension Store {
                 code: .closed, message: "store \(env.path) was repaired: its projections were replaced; open it again",
                 path: env.path))
         return RepairReport(
-            problem: scratch.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count)
+            problem: scratch.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count,
+            cutFile: cutFile)
+    }
+
+    /// Whether a log key is one `repair` removes when it keeps seqs 1...`keep`: a seq after them, or a key
+    /// that is no seq at all (not 8 bytes, or seq 0: records out of order or with a bad key sort anywhere).
+    static func isCut(_ key: UnsafeRawBufferPointer, keep: UInt64) -> Bool {
+        guard key.count == 8, let seq = try? BigEndianUInt64.decode(key), seq != 0 else { return true }
+        return seq > keep
+    }
+
+    /// Writes the log records `repair` is about to remove (`isCut`), in key order, to a new file in the
+    /// store's directory, `cut-<first seq>-<unix ms>.jsonl`, and syncs it; `nil` (no file) when there are
+    /// none. Each decodable record is its op as `teamlog log` prints it (time and opId kept: `teamlog
+    /// ingest FILE` takes the file again, its opIds free once the cut is made); a record that does not
+    /// decode is a `{"cut":…}` line with its seq (or key) and bytes, which ingest rejects and goes on. The
+    /// first line is the first record after those kept — the one the chain broke at, unless it broke at a
+    /// missing record: check it before feeding it again. Memory holds 64 KiB of lines at a time; a store
+    /// owned by another user than root, repaired by root, gets the file as its owner's (`adopt`).
+    func saveCutRecords(after keep: UInt64, in txn: Transaction) throws -> String? {
+        var file: DurableFile?
+        var out: [UInt8] = []
+        var visited: UInt64 = 0
+        func save(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws {
+            visited += 1
+            if visited % Store.releaseInterval == 0 { env.releaseResidentPages() }
+            let seq = key.count == 8 ? try? BigEndianUInt64.decode(key) : nil
+            if file == nil {
+                var now = timespec()
+                clock_gettime(CLOCK_REALTIME, &now)  // names the file only
+                let ms = Int64(now.tv_sec) * 1_000 + Int64(now.tv_nsec) / 1_000_000
+                file = try DurableFile(
+                    creating: env.path + "/cut-\(seq.map(String.init) ?? "key")-\(ms).jsonl", exclusive: true)
+            }
+            let event = seq.flatMap { seq in LogRecord(value).flatMap { try? EventCodec.decode(seq: seq, $0.payload) } }
+            if let event {
+                out.append(contentsOf: event.op.jsonLine.utf8)
+            } else {
+                let place: (String, JSONValue) =
+                    seq.map { ("seq", .int(Int64(bitPattern: $0))) } ?? ("key", .string(HashChain.hex(Array(key))))
+                out.append(
+                    contentsOf: JSONValue.object([
+                        ("cut", .string("undecodable log record")), place, ("bytes", .string(HashChain.hex(Array(value)))),
+                    ]).jsonString.utf8)
+            }
+            out.append(0x0A)
+            if out.count >= 64 << 10 {
+                try file!.write(out)
+                out.removeAll(keepingCapacity: true)
+            }
+        }
+        do {
+            try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(keep + 1)) { key, value in
+                if key.count == 8 { try save(key, value) }  // others are saved below, with the rest of their kind
+                return true
+            }
+            try txn.forEach(dbs.log.handle) { key, value in
+                if key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0 { try save(key, value) }
+                return true
+            }
+            guard let file else { return nil }
+            try file.write(out)
+            try file.finish()
+            if let owner = Self.ownerToAdopt(env.path) { Self.adopt(file.path, owner: owner) }
+            return file.path
+        } catch {
+            file?.discard()
+            guard let saving = error as? StoreError else { throw error }
+            throw StoreError(
+                code: saving.code,
+                message: "repair removed nothing: it could not save the log records it would remove (\(saving.message))",
+                cause: saving.cause, path: saving.path)
+        }
     }
 
     /// Replaces `proj/` by a compacted, synced copy of `source` (a scratch store's projections): written to

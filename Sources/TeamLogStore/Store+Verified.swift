@@ -86,10 +86,9 @@ extension Store {
             // Both environments, compacted and synced, as a backup of the scratch store (which removes
             // what it wrote when it fails).
             _ = try scratch.store.backup(to: partial)
-            try writeDurably(
-                partial + "/" + Self.verifiedMarker,
-                verifiedDescription(report, hash: scratch.lastHash, base: base) + "\n")
-            try Environment.syncDirectory(partial)
+            let marker = try DurableFile(creating: partial + "/" + Self.verifiedMarker)
+            try marker.write(Array((verifiedDescription(report, hash: scratch.lastHash, base: base) + "\n").utf8))
+            try marker.finish()  // and `partial`'s entries
             guard rename(partial, final) == 0 else {
                 // Another audit kept the same seq meanwhile: its copy serves.
                 if (errno == ENOTEMPTY || errno == EEXIST) && Self.isVerifiedCopy(final) {
@@ -173,23 +172,5 @@ extension Store {
             removed.append(directory + "/" + name)
         }
         return removed
-    }
-}
-
-/// Writes `text` to a new file at `path` and syncs it.
-private func writeDurably(_ path: String, _ text: String) throws {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { throw StoreError.system("cannot create \(path)", call: "open", path: path) }
-    defer { close(fd) }
-    let bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        if n < 0 && errno == EINTR { continue }
-        guard n > 0 else { throw StoreError.system("cannot write \(path)", call: "write", path: path) }
-        offset += n
-    }
-    while fsync(fd) != 0 {
-        guard errno == EINTR else { throw StoreError.system("cannot sync \(path)", call: "fsync", path: path) }
     }
 }

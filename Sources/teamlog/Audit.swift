@@ -96,6 +96,16 @@ struct Audit: ParsableCommand {
         if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
         if let p = report.checkpointProblem { try printOut("checkpoint: \(p)") }
         if let p = report.settingsProblem { try printOut("settings: DAMAGED: the record \(p)") }
+        let o = report.opIds
+        if let difference = o.difference {
+            try printOut("opIds: DIFFERS: \(difference)")
+        } else if report.chainProblem != nil || report.checkpointProblem != nil {
+            try printOut("opIds: \(o.eventsWithOpId) events' opIds found at their seqs, to where the log was checked")
+        } else {
+            try printOut(
+                "opIds: OK: \(o.entries) entries, \(o.accepted) accepted (each the opId of the event at its seq), "
+                    + "\(o.entries - o.accepted) rejections")
+        }
         // A chain broken before the checkpoint stopped the replay there: the stored projections (at the
         // checkpoint) against a replay that ended early differ in every table, which says nothing more.
         let stoppedEarly = report.chainProblem.map { $0.seq <= report.seq } ?? false

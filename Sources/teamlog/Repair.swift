@@ -32,6 +32,11 @@ struct Repair: ParsableCommand {
         } else {
             try printOut("chain OK")
         }
+        if let file = report.cutFile {
+            try printOut(
+                "saved the \(report.removedEvents) removed records to \(file): op lines `teamlog ingest` takes again "
+                    + "(check the first, the record the log broke at, before you feed them)")
+        }
         try printOut(
             "kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
     }

@@ -90,7 +90,12 @@ import Testing
         try Self.expectCLIAudit(built, names: k, "hash mismatch")
         try Self.expectPlainOpenAccepts(built)
         try Self.expectIngestRefused(built)
-        try Self.expectRepairAndRefeed(built, cutAt: k)
+        // The saved records are the ops from k on, the first with its flipped byte; mended, they restore the store.
+        let tampered = "t" + Self.marker.dropFirst()  // "tAMPER-7"
+        let flipped = { (lines: [String]) in [lines[0].replacing(Self.marker, with: tampered)] + lines.dropFirst() }
+        try Self.expectRepairAndRefeed(built, cutAt: k, cut: flipped) { cut in
+            [cut[0].replacing(tampered, with: Self.marker)] + cut.dropFirst()
+        }
     }
 
     // MARK: (b) A deleted record
@@ -113,7 +118,7 @@ import Testing
         }
         try Self.expectCLIAudit(built, names: k, "record missing")
         try Self.expectIngestRefused(built)
-        try Self.expectRepairAndRefeed(built, cutAt: k)
+        try Self.expectRepairAndRefeed(built, cutAt: k) { Array($0.dropFirst()) }  // all after the missing one
     }
 
     // MARK: (c) Two records swapped
@@ -140,7 +145,7 @@ import Testing
         try Self.expectCLIAudit(built, names: k, "hash mismatch")
         try Self.expectPlainOpenAccepts(built)
         try Self.expectIngestRefused(built)
-        try Self.expectRepairAndRefeed(built, cutAt: k)
+        try Self.expectRepairAndRefeed(built, cutAt: k) { [$0[1], $0[0]] + $0.dropFirst(2) }  // in key order
     }
 
     // MARK: Shared checks
@@ -200,14 +205,22 @@ import Testing
     }
 
     /// `teamlog repair` cuts the log before `seq`; audit is OK, a writer works again, and feeding the whole
-    /// input again restores exactly the untouched store.
+    /// input again restores exactly the untouched store — or, with `refeedCut`, feeding the records the
+    /// repair saved (mended by `refeedCut`) does. The saved records are the untouched store's ops from `seq`
+    /// on (`teamlog log --from seq`) as `cut` makes them from those (the tampering shows in them).
     static func expectRepairAndRefeed(
-        _ built: Built, cutAt seq: UInt64,
+        _ built: Built, cutAt seq: UInt64, cut: ([String]) -> [String], refeedCut: (([String]) -> [String])? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         let repair = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["repair", "--store", built.storePath], timeout: 60)
         #expect(repair.status == .exited(0), sourceLocation: sourceLocation)
+        let saved = try #require(
+            repair.lines.first { $0.hasPrefix("saved the ") }, "\(repair.lines)", sourceLocation: sourceLocation)
+        let cutPath = try #require(
+            saved.split(separator: " ").first { $0.hasPrefix(built.storePath + "/cut-") }.map { String($0.dropLast()) },
+            sourceLocation: sourceLocation)
+        let cutLines = CrashSafetyTests.readText(cutPath).split(separator: "\n").map(String.init)
         #expect(
             repair.lines.first?.hasPrefix("chain broken at seq \(seq):") == true, "\(repair.lines)",
             sourceLocation: sourceLocation)
@@ -221,13 +234,23 @@ import Testing
         #expect(audit.lines.contains("chain: OK") && audit.lines.last == "audit OK", sourceLocation: sourceLocation)
 
         let err = built.directory.child("refeed.err")
+        var input = built.inputPath
+        if let refeedCut {
+            input = built.directory.child("mended-cut.jsonl")
+            try CrashSafetyTests.writeFile(input, Array(refeedCut(cutLines).joined(separator: "\n").utf8) + [0x0A])
+        }
         let refeed = try ChildProcess.run(
-            TestSupport.teamlogExecutable, ["ingest", built.inputPath, "--store", built.storePath, "--emit", "events"],
+            TestSupport.teamlogExecutable, ["ingest", input, "--store", built.storePath, "--emit", "events"],
             stderr: err, timeout: 120)
         #expect(refeed.status == .exited(0), "\(CrashSafetyTests.readText(err))", sourceLocation: sourceLocation)
         let firstNew = refeed.lines.compactMap { try? JSONParser.parse($0) }
             .first { $0["kind"]?.stringValue == "event" }?["seq"]?.intValue
         #expect(firstNew == Int64(seq), "the log continues at the cut", sourceLocation: sourceLocation)
+
+        let export = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["log", "--store", built.storePath, "--from", String(seq)], timeout: 60)
+        #expect(export.status == .exited(0), sourceLocation: sourceLocation)
+        #expect(cutLines == cut(export.lines), "the records repair saved", sourceLocation: sourceLocation)
 
         let store = try Store(path: built.storePath)
         defer { store.close() }

@@ -68,6 +68,13 @@ public struct ByteReader {
         return String(decoding: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n]), as: UTF8.self)
     }
 
+    /// A string's bytes as `string()` would read them, borrowed (not copied, not made a `String`).
+    public mutating func stringBytes() throws(DecodeError) -> UnsafeRawBufferPointer {
+        let n = try count()
+        defer { offset += n }
+        return UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + n])
+    }
+
     public mutating func optionalString() throws(DecodeError) -> String? {
         try bool() ? try string() : nil
     }

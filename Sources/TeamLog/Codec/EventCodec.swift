@@ -42,6 +42,19 @@ public enum EventCodec {
         return Event(seq: seq, ts: Int64(ts), op: op)
     }
 
+    /// The bytes of the opId of the event encoded in `bytes` (borrowed from them), or `nil` when its op
+    /// had none — read from the event's header alone, without decoding its body (the audit's check of the
+    /// opId index, at every event of the log).
+    public static func opIdBytes(_ bytes: UnsafeRawBufferPointer) throws(DecodeError) -> UnsafeRawBufferPointer? {
+        var r = ByteReader(bytes)
+        let v = try r.u8()
+        guard v == version else { throw DecodeError("unknown encoding version \(v)") }
+        _ = try r.varint()
+        let flags = try r.u8()
+        _ = try r.stringBytes()  // the actor
+        return flags & 1 != 0 ? try r.stringBytes() : nil
+    }
+
     /// Decodes from an array.
     public static func decode(seq: UInt64, _ bytes: [UInt8]) throws(DecodeError) -> Event {
         do {
