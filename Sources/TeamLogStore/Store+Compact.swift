@@ -91,6 +91,10 @@ extension Store {
             throw error
         }
         defer { copyLock.release() }
+        do { try carryCutRecords(from: path, to: copyPath) } catch {
+            removeDirectoryTree(copyPath)
+            throw error
+        }
         if let owner { adopt(copyPath, owner: owner) }  // its files and lock, before it takes the store's name
         do {
             try Environment.exchangeDirectories(copyPath, path, parent: parentDirectory(of: path))
@@ -103,5 +107,20 @@ extension Store {
         return CompactReport(
             path: given, bytesBefore: bytesBefore, bytesAfter: report.logBytes + report.projectionBytes,
             headSeq: report.headSeq, checkpointSeq: report.checkpointSeq)
+    }
+
+    /// The files `repair` saved the records it cut to (`cut-*.jsonl`, `saveCutRecords`), linked into the
+    /// compacted copy before it replaces the store (same file system: no bytes copied) and the copy's
+    /// entries synced: a compaction keeps them as it keeps the log. Anything else in the directory a
+    /// person put there is not the store's and goes with the old one, as before.
+    static func carryCutRecords(from path: String, to copyPath: String) throws {
+        let names = (directoryEntries(path) ?? []).filter { $0.hasPrefix("cut-") && $0.hasSuffix(".jsonl") }
+        guard !names.isEmpty else { return }
+        for name in names where link(path + "/" + name, copyPath + "/" + name) != 0 {
+            throw StoreError.system(
+                "compaction stopped, the store untouched: cannot keep \(path)/\(name), the records a repair cut, in the "
+                    + "compacted copy", call: "link", path: path + "/" + name)
+        }
+        try Environment.syncDirectory(copyPath)
     }
 }

@@ -124,6 +124,18 @@ import Testing
         }
     }
 
+    /// The records a repair cut (`cut-*.jsonl` in the store's directory) are the only copy of those ops:
+    /// a compaction, which replaces the directory, keeps them.
+    @Test func aCompactionKeepsTheRecordsARepairCut() throws {
+        let directory = TemporaryDirectory("compact-cut")
+        let path = try Self.store(directory, count: 300)
+        let text = #"{"op":"team.leave","actor":"a","team":"t1","opId":"x"}"# + "\n"
+        try CrashSafetyTests.writeFile(path + "/cut-7-1000.jsonl", Array(text.utf8))
+        _ = try Store.compact(path: path)
+        #expect(CrashSafetyTests.readText(path + "/cut-7-1000.jsonl") == text)
+        #expect(access(Store.compactionDirectory(for: path), F_OK) != 0)
+    }
+
     @Test func aRunningWriterRefusesItAndTheStoreIsUntouched() throws {
         let directory = TemporaryDirectory("compact-busy")
         let path = try Self.store(directory, count: 300)

@@ -160,6 +160,48 @@ import Testing
         #expect(audit.status == .exited(0), "with room the same audit is clean")
     }
 
+    /// `repair` saves the records it cuts before it removes them: on a full disk it cannot, and removes
+    /// nothing (the log is as it was, the break still found); with room it saves them and cuts.
+    @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
+    func aRepairThatCannotSaveWhatItCutsRemovesNothing() throws {
+        let (fs, work, input, store) = try Self.fixture(size: "32m", lines: 2_000, "diskfull-repair")
+        let exe = TestSupport.teamlogExecutable
+        #expect(try ChildProcess.run(exe, ["ingest", input, "--store", store, "--emit", "none"], timeout: 120).status == .exited(0))
+        let head = try { () throws -> UInt64 in
+            let reader = try Store.reader(at: store)
+            defer { reader.close() }
+            return try reader.head().seq
+        }()
+        let k = head / 2
+        try TamperTests.breakRecord(store, seq: k)
+        // The rest of the file system filled.
+        let filler = open(fs.path + "/filler", O_WRONLY | O_CREAT, 0o644)
+        let block = [UInt8](repeating: 7, count: 1 << 16)
+        while block.withUnsafeBytes({ write(filler, $0.baseAddress!, $0.count) }) > 0 {}
+        close(filler)
+        let tmp = ["TMPDIR": work.path]  // the scratch replay has room
+        let err = work.child("repair.err")
+        let full = try ChildProcess.run(exe, ["repair", "--store", store], environment: tmp, stderr: err, timeout: 120)
+        let message = CrashSafetyTests.readText(err)
+        #expect(full.status != .exited(0), "\(full.lines)")
+        #expect(message.contains("repair removed nothing"), "\(message)")
+        #expect(!(Tmpfs.entries(store) ?? []).contains { $0.hasPrefix("cut-") }, "no partial file is left")
+        do {
+            let reader = try Store.reader(at: store)
+            defer { reader.close() }
+            #expect(try reader.head().seq == head)
+            #expect(try reader.verifyChain()?.seq == k)
+        }
+        unlink(fs.path + "/filler")
+        let repaired = try ChildProcess.run(exe, ["repair", "--store", store], environment: tmp, timeout: 120)
+        #expect(repaired.status == .exited(0))
+        let cut = try #require((Tmpfs.entries(store) ?? []).first { $0.hasPrefix("cut-\(k)-") && $0.hasSuffix(".jsonl") })
+        let lines = CrashSafetyTests.readText(store + "/" + cut).split(separator: "\n")
+        #expect(lines.count == Int(head - k + 1))
+        #expect(lines.first?.hasPrefix(#"{"cut":"undecodable log record","seq":\#(k),"bytes":""#) == true, "\(lines.first ?? "")")
+        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix(#"{"op":"#) })
+    }
+
     /// `compact` without room for its copy: it fails, removes what it wrote, and leaves the store as it was;
     /// with room again it succeeds.
     @Test(.enabled(if: canMount, "mounting a tmpfs is not allowed here (needs root)"))
