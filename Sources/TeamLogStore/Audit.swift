@@ -1,6 +1,6 @@
 import Crypto
 import LMDB
-import TeamLog
+public import TeamLog
 import TeamLogThreads
 
 #if canImport(Glibc)
@@ -407,5 +407,52 @@ struct TableDigester {
 
     var digest: String {
         records == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
+    }
+}
+
+extension AuditReport {
+    /// The report as JSON (`teamlog audit --json`): `ok`, the positions, every finding (`null` when there
+    /// is none) and every table with its records, digest and difference. `comparedTables` is false when a
+    /// chain broken before the checkpoint stopped the replay there (the tables' differences say nothing).
+    /// `seconds`: the audit's wall time, for its `eventsPerSecond` (of the events replayed).
+    public func json(seconds: Double? = nil) -> JSONValue {
+        let text = { (s: String?) in s.map(JSONValue.string) ?? .null }
+        let stoppedEarly = chainProblem.map { $0.seq <= seq } ?? false
+        var fields: [(String, JSONValue)] = [
+            ("ok", .bool(ok)), ("checkpointSeq", .int(Int64(seq))), ("headSeq", .int(Int64(headSeq))),
+            ("events", .int(Int64(events))), ("baseSeq", baseSeq.map { .int(Int64($0)) } ?? .null),
+            ("replayedEvents", .int(Int64(replayedEvents))),
+        ]
+        if let seconds {
+            fields.append(("seconds", .double((seconds * 1_000).rounded() / 1_000)))
+            fields.append(("eventsPerSecond", .int(Int64(Double(replayedEvents) / max(seconds, 1e-9)))))
+        }
+        fields += [
+            (
+                "chain",
+                chainProblem.map { .object([("seq", .int(Int64($0.seq))), ("problem", .string($0.message))]) } ?? .null
+            ),
+            ("checkpointProblem", text(checkpointProblem)), ("settingsProblem", text(settingsProblem)),
+            (
+                "opIds",
+                .object([
+                    ("entries", .int(Int64(opIds.entries))), ("accepted", .int(Int64(opIds.accepted))),
+                    ("eventsWithOpId", .int(Int64(opIds.eventsWithOpId))), ("difference", text(opIds.difference)),
+                ])
+            ),
+            ("comparedTables", .bool(!stoppedEarly)),
+            (
+                "tables",
+                .array(
+                    tables.map {
+                        .object([
+                            ("table", .string($0.table)), ("records", .int(Int64($0.records))),
+                            ("digest", .string($0.digest)), ("difference", text($0.difference)),
+                        ])
+                    })
+            ),
+            ("verifiedCopy", text(verifiedCopy)), ("verifiedCopyProblem", text(verifiedCopyProblem)),
+        ]
+        return .object(fields)
     }
 }

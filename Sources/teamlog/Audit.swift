@@ -26,6 +26,9 @@ struct Audit: ParsableCommand {
     @Option(help: ArgumentHelp("Verified copies kept in --verified DIR, the newest (at least 1).", valueName: "N"))
     var keepVerified: Int = 2
 
+    @Flag(help: "Print the report as one JSON object (for monitoring); the exit status is the same.")
+    var json = false
+
     func validate() throws {
         if keepVerified < 1 { throw ValidationError("--keep-verified must be at least 1") }
         // Inside the store, `compact` and `repair` would remove the copies without a word.
@@ -76,6 +79,7 @@ struct Audit: ParsableCommand {
         // The replay reaches the checkpoint; the chain is then checked to the head unless it broke before.
         progress.finish(at: report.chainProblem == nil ? Int(report.headSeq) : report.events)
         let elapsed = max(monotonicSeconds() - start, 1e-9)
+        if json { return try printJSON(report, seconds: elapsed, basePath: basePath, base: &baseStore) }
         if let baseSeq = report.baseSeq, let base = basePath {
             // The rate is the replay's, which the base shortened: not comparable with a full audit's.
             try printOut("log: \(report.events) events, checkpoint seq \(report.seq), chain checked from seq 1")
@@ -137,6 +141,32 @@ struct Audit: ParsableCommand {
 }
 
 extension Audit {
+    /// `--json`: the report (`AuditReport.json`) with the base it started from, the verified copies it
+    /// removed and, after a difference found from a base, whose it is (`baseDamage`: the damage a verified
+    /// copy shows against its `VERIFIED` file, `[]` for none, `null` when it is no verified copy). Exits as
+    /// the text form does.
+    func printJSON(_ report: AuditReport, seconds: Double, basePath: String?, base: inout Store?) throws {
+        guard case .object(var fields) = report.json(seconds: seconds) else { return }
+        fields.append(("basePath", basePath.map(JSONValue.string) ?? .null))
+        if !report.ok, report.baseSeq != nil, let base {
+            let damage = try? base.verifiedCopyDamage()
+            fields.append(("baseDamage", damage.flatMap { $0 }.map { .array($0.map(JSONValue.string)) } ?? .null))
+        }
+        var removed: [String] = []
+        if let copy = report.verifiedCopy, let verified {
+            base?.close()  // before the older copies go, the one it was may be among them
+            base = nil
+            removed = Store.pruneVerifiedCopies(in: verified, keep: keepVerified, sparing: copy)
+        }
+        fields.append(("removedCopies", .array(removed.map(JSONValue.string))))
+        try printOut(JSONValue.object(fields).jsonString)
+        if !report.ok { throw ExitCode(1) }
+        if let problem = report.verifiedCopyProblem {
+            printErr("teamlog: the audit is clean, but its verified copy was not kept in \(verified ?? ""): \(problem)")
+            throw ExitCode(2)
+        }
+    }
+
     /// After an audit from a copy found a difference: whose it is. A verified copy's tables are checked
     /// against the digests its `VERIFIED` file recorded — unchanged, the difference is the store's; changed,
     /// the copy was damaged since it was kept. Of a backup, only a full audit can tell.

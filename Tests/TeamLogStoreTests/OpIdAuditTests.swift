@@ -116,6 +116,17 @@ import Testing
             damaged.lines.contains { $0.hasPrefix("opIds: DIFFERS: opId c1 of event seq 1 is absent") },
             "\(damaged.lines)")
         #expect(damaged.lines.last == "audit FAILED")
+        // `--json`: one object, the same verdict and exit status.
+        let json = try ChildProcess.run(exe, ["audit", "--store", h.path, "--json"], timeout: 120)
+        #expect(json.status == .exited(1))
+        #expect(json.lines.count == 1)
+        let report = try JSONParser.parse(Array((json.lines.first ?? "").utf8))
+        #expect(report["ok"] == .bool(false) && report["chain"] == .null && report["comparedTables"] == .bool(true))
+        #expect(report["opIds"]?["difference"]?.stringValue?.contains("opId c1 of event seq 1 is absent") == true)
+        #expect(report["opIds"]?["eventsWithOpId"]?.intValue == 3 && report["opIds"]?["accepted"]?.intValue == 2)
+        let tables = report["tables"]?.arrayValue ?? []
+        #expect(tables.count == ProjectionTable.allCases.count && tables.allSatisfy { $0["difference"] == .null })
+        #expect(report["headSeq"]?.intValue == 4 && report["events"]?.intValue == 4)
     }
 
     /// An audit from a base copy replays only the log after it, but checks the whole index: an entry of an
