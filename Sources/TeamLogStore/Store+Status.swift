@@ -47,6 +47,17 @@ public struct StoreStatus: Sendable {
     /// the log does not — a log cut under them (a `repair` during a copy), or files of two stores mixed.
     /// Queries refuse such a store (`Store.projectionsPastLog`); `teamlog repair` rebuilds them.
     public var projectionsPastLog: Bool { !verifiedCopy && checkpointSeq > headSeq }
+    /// What maintenance left in the store's directory for a person to deal with (`StoreStatus.SetAside`).
+    public var setAside: [SetAside] = []
+
+    /// A file or directory maintenance left beside the store's data: the records a `repair` cut
+    /// (`cut-*.jsonl`: feed them again with `teamlog ingest FILE`, or remove the file) or projections it set
+    /// aside because they could not be opened (`proj.damaged-*`: for inspection; `compact` drops them).
+    public struct SetAside: Sendable, Equatable {
+        public var path: String
+        /// `cutRecords` or `damagedProjections`.
+        public var kind: String
+    }
 
     /// The status as JSON.
     public var json: JSONValue {
@@ -72,6 +83,7 @@ public struct StoreStatus: Sendable {
             ("readAhead", .bool(readAhead)), ("memoryLimitBytes", memoryLimitBytes.map { .int(Int64($0)) } ?? .null),
             ("verifiedCopy", .bool(verifiedCopy)),
             ("projectionsPastLog", .bool(projectionsPastLog)),
+            ("setAside", .array(setAside.map { .object([("path", .string($0.path)), ("kind", .string($0.kind))]) })),
         ])
     }
 }
@@ -104,12 +116,27 @@ extension Store {
             }
             return (checkpoint, tables, try txn.freeBytes())
         }
-        return StoreStatus(
+        var status = StoreStatus(
             headSeq: head.lastSeq, headTs: head.lastTs, checkpointSeq: checkpoint.seq, checkpointTs: checkpoint.ts,
             tables: logTables + projectionTables, logMapSize: env.mapSize, logUsedBytes: env.usedBytes,
             projectionMapSize: projectionEnv.mapSize, projectionUsedBytes: projectionEnv.usedBytes,
             logFreeBytes: logFree, projectionFreeBytes: projectionFree,
             writerPid: WriterLock.holder(directory: env.path), readAhead: readAheadIsOn, memoryLimitBytes: memoryLimit,
             verifiedCopy: Self.isVerifiedCopy(env.path))
+        status.setAside = Self.setAside(in: env.path)
+        return status
+    }
+
+    /// What maintenance left in the store's directory (`StoreStatus.SetAside`), sorted by name.
+    static func setAside(in path: String) -> [StoreStatus.SetAside] {
+        (directoryEntries(path) ?? []).sorted().compactMap { name in
+            if name.hasPrefix("cut-") && name.hasSuffix(".jsonl") {
+                return StoreStatus.SetAside(path: path + "/" + name, kind: "cutRecords")
+            }
+            if name.hasPrefix(ProjectionDatabases.directory + ".damaged-") {
+                return StoreStatus.SetAside(path: path + "/" + name, kind: "damagedProjections")
+            }
+            return nil
+        }
     }
 }

@@ -44,6 +44,12 @@ struct Status: ParsableCommand {
         for table in status.tables {
             lines.append("\(table.name.padding(22))\(String(table.entries).padding(12))\(table.bytes) bytes")
         }
+        for item in status.setAside {
+            lines.append(
+                item.kind == "cutRecords"
+                    ? "set aside   \(item.path): log records a repair cut; feed them again (`teamlog ingest FILE`) or remove it"
+                    : "set aside   \(item.path): projections a repair could not open; inspect, then remove it (`compact` drops it)")
+        }
         try printOut(lines.joined(separator: "\n"))
     }
 }

@@ -63,6 +63,9 @@ import Testing
         let (after, afterHash, status) = try CompactTests.contents(path)
         #expect(after == tables && afterHash == hash, "the same tables, rebuilt from the log")
         #expect(status.checkpointSeq == status.headSeq)
+        #expect(status.setAside == [StoreStatus.SetAside(path: path + "/" + aside, kind: "damagedProjections")])
+        let shown = try ChildProcess.run(TestSupport.teamlogExecutable, ["status", "--store", path], timeout: 60)
+        #expect(shown.lines.contains { $0.hasPrefix("set aside   \(path)/\(aside): projections a repair could not open") })
         #expect(try CompactTests.reader(path).audit().ok)
     }
 
@@ -78,14 +81,14 @@ import Testing
         options.verifyChainAtOpen = false
         let store = try Store(path: path, options: options, loadState: false)
         let report = try store.repair()
-        #expect(report.problem == nil && report.removedEvents == 0)
+        #expect(report.problem == nil && report.removedEvents == 0 && report.cutFile == nil, "nothing cut, nothing saved")
         #expect(store.refusal?.code == .closed, "the store that repaired refuses further use")
         store.close()
 
         #expect(access(leftover, F_OK) != 0, "nothing beside proj/")
         let (after, afterHash, status) = try CompactTests.contents(path)
         #expect(after == tables && afterHash == hash, "a sound store's projections rebuilt as they were")
-        #expect(status.checkpointSeq == status.headSeq)
+        #expect(status.checkpointSeq == status.headSeq && status.setAside.isEmpty)
         #expect(try CompactTests.reader(path).audit().ok)
         // A writer opens the repaired store and goes on.
         let writer = try Store(path: path, options: .checkpointing(every: 100))

@@ -221,6 +221,12 @@ import Testing
             saved.split(separator: " ").first { $0.hasPrefix(built.storePath + "/cut-") }.map { String($0.dropLast()) },
             sourceLocation: sourceLocation)
         let cutLines = CrashSafetyTests.readText(cutPath).split(separator: "\n").map(String.init)
+        let status = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["status", "--store", built.storePath, "--json"], timeout: 60)
+        let setAside = try JSONParser.parse(Array((status.lines.first ?? "").utf8))["setAside"]
+        #expect(
+            setAside == .array([.object([("path", .string(cutPath)), ("kind", .string("cutRecords"))])]),
+            "status names the saved records", sourceLocation: sourceLocation)
         #expect(
             repair.lines.first?.hasPrefix("chain broken at seq \(seq):") == true, "\(repair.lines)",
             sourceLocation: sourceLocation)
