@@ -51,6 +51,10 @@ public struct AuditReport: Sendable {
     /// The opId index against the log (`OpIdIndexCheck`): what re-sent ops are answered from.
     public var opIds = OpIdIndexReport()
 
+    /// False when a chain broken before the checkpoint stopped the replay there: the stored projections (at
+    /// the checkpoint) against a replay that ended early differ in every table, which says nothing more.
+    public var comparedTables: Bool { chainProblem.map { $0.seq > seq } ?? true }
+
     /// True when the chain, the checkpoint, the settings, the opId index and every table are sound.
     public var ok: Bool {
         chainProblem == nil && checkpointProblem == nil && settingsProblem == nil && opIds.difference == nil
@@ -412,12 +416,9 @@ struct TableDigester {
 
 extension AuditReport {
     /// The report as JSON (`teamlog audit --json`): `ok`, the positions, every finding (`null` when there
-    /// is none) and every table with its records, digest and difference. `comparedTables` is false when a
-    /// chain broken before the checkpoint stopped the replay there (the tables' differences say nothing).
-    /// `seconds`: the audit's wall time, for its `eventsPerSecond` (of the events replayed).
+    /// is none), `comparedTables` and every table with its records, digest and difference. `seconds`: the audit's wall time, for its `eventsPerSecond` (of the events replayed).
     public func json(seconds: Double? = nil) -> JSONValue {
         let text = { (s: String?) in s.map(JSONValue.string) ?? .null }
-        let stoppedEarly = chainProblem.map { $0.seq <= seq } ?? false
         var fields: [(String, JSONValue)] = [
             ("ok", .bool(ok)), ("checkpointSeq", .int(Int64(seq))), ("headSeq", .int(Int64(headSeq))),
             ("events", .int(Int64(events))), ("baseSeq", baseSeq.map { .int(Int64($0)) } ?? .null),
@@ -440,7 +441,7 @@ extension AuditReport {
                     ("eventsWithOpId", .int(Int64(opIds.eventsWithOpId))), ("difference", text(opIds.difference)),
                 ])
             ),
-            ("comparedTables", .bool(!stoppedEarly)),
+            ("comparedTables", .bool(comparedTables)),
             (
                 "tables",
                 .array(

@@ -114,14 +114,7 @@ extension Store {
             cutFile: cutFile)
     }
 
-    /// Whether a log key is one `repair` removes when it keeps seqs 1...`keep`: a seq after them, or a key
-    /// that is no seq at all (not 8 bytes, or seq 0: records out of order or with a bad key sort anywhere).
-    static func isCut(_ key: UnsafeRawBufferPointer, keep: UInt64) -> Bool {
-        guard key.count == 8, let seq = try? BigEndianUInt64.decode(key), seq != 0 else { return true }
-        return seq > keep
-    }
-
-    /// Writes the log records `repair` is about to remove (`isCut`), in key order, to a new file in the
+    /// Writes the log records `repair` is about to remove (seqs after `keep`, then keys that are no seq), in key order, to a new file in the
     /// store's directory, `cut-<first seq>-<unix ms>.jsonl`, and syncs it; `nil` (no file) when there are
     /// none. Each decodable record is its op as `teamlog log` prints it (time and opId kept: `teamlog
     /// ingest FILE` takes the file again, its opIds free once the cut is made); a record that does not
@@ -177,11 +170,11 @@ extension Store {
             return file.path
         } catch {
             file?.discard()
-            guard let saving = error as? StoreError else { throw error }
+            let saving = error as? StoreError
             throw StoreError(
-                code: saving.code,
-                message: "repair removed nothing: it could not save the log records it would remove (\(saving.message))",
-                cause: saving.cause, path: saving.path)
+                code: saving?.code ?? .lmdb,
+                message: "repair removed nothing: it could not save the log records it would remove (\(saving?.message ?? "\(error)"))",
+                cause: saving?.cause ?? error, path: saving?.path ?? env.path)
         }
     }
 

@@ -110,9 +110,7 @@ struct Audit: ParsableCommand {
                 "opIds: OK: \(o.entries) entries, \(o.accepted) accepted (each the opId of the event at its seq), "
                     + "\(o.entries - o.accepted) rejections")
         }
-        // A chain broken before the checkpoint stopped the replay there: the stored projections (at the
-        // checkpoint) against a replay that ended early differ in every table, which says nothing more.
-        let stoppedEarly = report.chainProblem.map { $0.seq <= report.seq } ?? false
+        let stoppedEarly = !report.comparedTables
         if stoppedEarly {
             try printOut("tables: not compared: the replay stopped at the chain's break, before the checkpoint "
                 + "(`teamlog repair` cuts the log there and rebuilds them)")
