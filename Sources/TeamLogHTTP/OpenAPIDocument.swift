@@ -185,7 +185,7 @@ public enum OpenAPIDocument {
               additionalProperties: false
               required: [headSeq, headTs, checkpointSeq, checkpointTs, lag, tables, logMapSize, logUsedBytes,
                 projectionMapSize, projectionUsedBytes, logFreeBytes, projectionFreeBytes, writerPid, readAhead,
-                memoryLimitBytes, verifiedCopy]
+                memoryLimitBytes, verifiedCopy, setAside]
               properties:
                 headSeq: { type: integer }
                 headTs: { type: integer }
@@ -213,6 +213,16 @@ public enum OpenAPIDocument {
                 memoryLimitBytes: { type: [integer, "null"], description: "The memory the writer judged that by: the smallest of the machine's and its memory cgroups' limits" }
                 verifiedCopy: { type: boolean, description: "Whether the store is a verified copy (teamlog audit --verified): projections only, no log; always false for a store serve writes" }
                 projectionsPastLog: { type: boolean, description: "Whether the projections are past the log's head (they hold events the log does not: a log cut under them, or two stores' files mixed); queries refuse such a store until teamlog repair; always false for a store serve writes" }
+                setAside:
+                  description: "What maintenance left in the store's directory for a person: records a repair cut (cutRecords: feed them again with teamlog ingest FILE, or remove the file) and projections it could not open (damagedProjections)"
+                  type: array
+                  items:
+                    type: object
+                    required: [path, kind]
+                    additionalProperties: false
+                    properties:
+                      path: { type: string }
+                      kind: { enum: [cutRecords, damagedProjections] }
             Record:
               description: One SPEC §4 output record (one line of the JSON Lines body).
               type: object

@@ -119,9 +119,25 @@ extension Store {
                 let scratch = try makeScratch(projectionsOnly: true, limits: limits, base: base)
                 defer { if verified !== scratch { scratch.remove() } }
                 let opIds = OpIdIndexCheck(index: dbs.opIds.handle, log: dbs.log.handle)
-                try replay(
-                    into: scratch, in: txn, upTo: checkpoint.seq, after: baseCheckpoint?.seq ?? 0,
-                    batchSize: limits.batchSize, checking: opIds, progress: progress)
+                let after = baseCheckpoint?.seq ?? 0
+                // From a base, the opIds of the events in its history (which the replay only hashes) are
+                // looked up beside the replay, on a thread of their own: while the chain walk hashes them
+                // the applying thread has nothing to do, so the lookups would otherwise add their time.
+                let snapshot = txn.snapshotID
+                let (_, early) = try inParallel(
+                    {
+                        try replay(
+                            into: scratch, in: txn, upTo: checkpoint.seq, after: after,
+                            batchSize: limits.batchSize, checking: opIds, progress: progress)
+                    },
+                    { () throws -> OpIdIndexCheck? in
+                        guard after > 0 else { return nil }
+                        return try self.env.concurrentRead { other -> OpIdIndexCheck? in
+                            guard other.snapshotID == snapshot else { return nil }
+                            return try self.checkOpIds(through: after, in: other)
+                        } ?? nil
+                    })
+                if after > 0 { opIds.follow(try early ?? checkOpIds(through: after, in: txn)) }
                 var report = AuditReport(
                     seq: checkpoint.seq, events: scratch.events, baseSeq: baseCheckpoint?.seq,
                     chainProblem: scratch.problem, checkpointProblem: nil, tables: [])
@@ -210,6 +226,20 @@ extension Store {
             return "the projections' checkpoint hash differs from the log's at seq \(checkpoint.seq)"
         }
         return nil
+    }
+
+    /// The opId index checked against the events of the log from seq 1 through `seq` (in snapshot `txn`),
+    /// read without the hash chain (the replay's walk checks it): the events before an audit's base.
+    func checkOpIds(through seq: UInt64, in txn: Transaction) throws -> OpIdIndexCheck {
+        let check = OpIdIndexCheck(index: dbs.opIds.handle, log: dbs.log.handle)
+        try txn.forEach(dbs.log.handle, from: BigEndianUInt64.encoded(1)) { key, value in
+            guard key.count == 8, let at = try? BigEndianUInt64.decode(key), at <= seq else { return false }
+            if at % Store.releaseInterval == 0 { env.releaseResidentPages() }
+            // A record too short for its hash is the chain walk's to report.
+            if let record = LogRecord(value) { try check.record(seq: at, payload: record.payload, in: txn) }
+            return true
+        }
+        return check
     }
 
     /// Compares every stored table (snapshot `ptxn` of `projectionEnv`) with the replayed store's, on two

@@ -23,7 +23,8 @@ public struct OpIdIndexReport: Sendable, Equatable {
 ///   the log, and every entry's outcome decodes.
 ///
 /// A rejection is the index's alone (the log keeps no rejected op): only its form can be checked. Used by
-/// one thread at a time: the chain walk's (on whichever thread walks), then the scan's, after it.
+/// one thread at a time: the chain walk's (on whichever thread walks), then the scan's, after it; an
+/// audit from a base checks the events before it with a second one on another thread (`follow`).
 final class OpIdIndexCheck: @unchecked Sendable {
     private let index: DatabaseHandle
     private let log: DatabaseHandle
@@ -67,6 +68,13 @@ final class OpIdIndexCheck: @unchecked Sendable {
                 "opId \(name) of event seq \(seq): the index says rejected (\(rejection.code.rawValue)): the op, "
                 + "sent again, would be answered so"
         }
+    }
+
+    /// Takes in `earlier`, the check of the events before the first this one saw (an audit's base history,
+    /// checked on another thread): its events count, and its first problem comes first.
+    func follow(_ earlier: OpIdIndexCheck) {
+        eventsWithOpId += earlier.eventsWithOpId
+        eventProblem = earlier.eventProblem ?? eventProblem
     }
 
     /// Reads the whole index in `txn`: counts its entries and accepted ones, and keeps the first entry that

@@ -286,7 +286,8 @@ extension Store {
     /// still verified from seq 1 (an audit's), but only the events after it are decoded and applied — or,
     /// given `chainFrom` (the hash at `after`, vouched for by the caller), verified from there on only.
     ///
-    /// `opIds`: an audit's check of the opId index, handed every event the walk reads (`OpIdIndexCheck`).
+    /// `opIds`: an audit's check of the opId index, handed every event the walk reads after `after`
+    /// (`OpIdIndexCheck`; those before are the caller's to check: `checkOpIds(through:into:in:)`).
     func replay(
         into scratch: ScratchStore, in txn: Transaction, upTo: UInt64?, after: UInt64 = 0, chainFrom: [UInt8]? = nil,
         batchSize: Int = 8_192, checking opIds: OpIdIndexCheck? = nil, progress: ((Int) -> Void)?
@@ -314,8 +315,8 @@ extension Store {
             ?? walkChain(
                 in: txn, after: start.seq, hash: start.hash, upTo: upTo
             ) { seq, payload in
-                try opIds?.record(seq: seq, payload: payload, in: txn)
                 if seq <= after { return nil }
+                try opIds?.record(seq: seq, payload: payload, in: txn)
                 let event: Event
                 do { event = try EventCodec.decode(seq: seq, payload) } catch { return "undecodable event: \(error)" }
                 try apply(event)
@@ -358,8 +359,8 @@ extension Store {
                     var stopped = false
                     let walk = try self.walkChain(in: other, after: start.seq, hash: start.hash, upTo: upTo) {
                         seq, payload in
+                        if seq <= after { return nil }  // in the base's projections: its hash is all
                         try opIds?.record(seq: seq, payload: payload, in: other)
-                        if seq <= after { return nil }  // in the base's projections: its hash and opId are all
                         let event: Event
                         do { event = try EventCodec.decode(seq: seq, payload) } catch {
                             return "undecodable event: \(error)"
