@@ -13,6 +13,11 @@ public struct ServerConfiguration: Sendable {
     public var bodyLimit = 16 << 20
     /// Seconds between keep-alive comments on an idle record stream.
     public var streamHeartbeatSeconds = 15.0
+    /// Seconds a connection may send nothing — between requests, or in the middle of one (a request body
+    /// that stops arriving) — before it is closed (`--idle-timeout-s`; `nil`: never). A response being
+    /// sent (a record stream, a long export) is not idle. Without it a client that opened connections and
+    /// never finished a body held them, and their tasks, for good.
+    public var idleTimeoutSeconds: Double? = 60
 
     /// Why `POST /v1/ops` is refused (409 `partitioned`), when ops come from elsewhere: a partition of a
     /// NATS deployment takes its ops from its stream only, so its log is the stream's order.

@@ -48,6 +48,9 @@ public final class TeamLogServer: Service, Sendable {
     public func run() async throws {
         let app = Application(
             router: makeRouter(),
+            server: .http1(
+                configuration: .init(idleTimeout: configuration.idleTimeoutSeconds.map { .milliseconds(Int64($0 * 1_000)) })
+            ),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "teamlog"),
             onServerRunning: { [bound] channel in bound.set(channel.localAddress?.port) },

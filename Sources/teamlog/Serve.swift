@@ -40,6 +40,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Largest request body in bytes (larger: 413).")
     var bodyLimit: Int = ServerConfiguration().bodyLimit
 
+    @Option(
+        help: "Seconds a connection may send nothing, between requests or within a request's body, before it is closed (0: never; a response being sent is not idle).")
+    var idleTimeoutS: Double = ServerConfiguration().idleTimeoutSeconds ?? 0
+
     @Option(help: "Committed events whose records the record stream keeps for resuming (in memory).")
     var streamWindow: Int = WriterService.Options().streamWindow
 
@@ -83,6 +87,7 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
         }
         guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
+        guard idleTimeoutS >= 0, idleTimeoutS.isFinite else { throw ValidationError("--idle-timeout-s must be 0 or more") }
         // Asked for and not given, each would serve what the operator meant to close or route.
         if protectReads && tokenFile == nil { throw ValidationError("--protect-reads needs --token-file") }
         if cluster.nats == nil && partition != nil {
@@ -101,6 +106,7 @@ struct Serve: AsyncParsableCommand {
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
         config.atReplays = atReplays
+        config.idleTimeoutSeconds = idleTimeoutS > 0 ? idleTimeoutS : nil
         if let tokenFile {
             let token = try Self.readToken(tokenFile)
             guard !token.isEmpty else { throw ValidationError("the token file \(tokenFile) is empty") }

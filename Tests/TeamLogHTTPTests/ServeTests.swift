@@ -4,6 +4,7 @@ import LMDB
 import TeamLog
 import TeamLogRuntime
 import TeamLogStore
+import TeamLogThreads
 import TestSupport
 import Testing
 
@@ -344,6 +345,32 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(mixed.lines.last?["code"] == .string("unknownOp") && mixed.lines.last?["line"] == .int(4))
         #expect(try await send("GET", server.base + "/healthz").status == 200)
         #expect(try await send("GET", server.base + "/readyz").json["ready"] == .bool(true))
+        try await server.stop()
+    }
+
+    /// A connection that sends nothing for `idleTimeoutSeconds` — a body that stops arriving, or no request
+    /// at all — is closed, and nothing of the unfinished request is decided (an integrator's trial saw a
+    /// stalled upload held open with no end); a record stream, a response being sent, stays open past it.
+    @Test func aConnectionThatSendsNothingIsClosedButAStreamIsNot() async throws {
+        var configuration = ServerConfiguration()
+        configuration.idleTimeoutSeconds = 0.5
+        let server = try await LiveServer(configuration: configuration)
+        let started = MonotonicClock.seconds()
+        let stalled = try await sendRaw(
+            Array("POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"op\"".utf8), port: server.port)
+        let stalledFor = MonotonicClock.seconds() - started
+        #expect(stalled.isEmpty, "\(stalled)")
+        // Closed by the server (the client's read would have waited 10 s).
+        #expect(stalledFor >= 0.4 && stalledFor < 8, "closed after \(stalledFor) s")
+        let quiet = try await sendRaw([], port: server.port)
+        #expect(quiet.isEmpty)
+        #expect(try await send("GET", server.base + "/v1/status").json["headSeq"] == .int(0), "nothing was decided")
+        // A stream subscribed now outlives three timeouts and still delivers.
+        let stream = Task { try await readEvents(server.base + "/v1/records?from=1") { $0.contains { $0.id == 1 } } }
+        try await Task.sleep(for: .milliseconds(1_500))
+        _ = try await send("POST", server.base + "/v1/ops", body: op("client.login", "zed", ["device": "d"]))
+        let (status, events) = try await stream.value
+        #expect(status == 200 && events.contains { $0.id == 1 })
         try await server.stop()
     }
 
