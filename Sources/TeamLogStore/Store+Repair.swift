@@ -49,10 +49,13 @@ extension Store {
         public var projectionRecords: Int
         /// The file the removed records were saved to first (`saveCutRecords`), when any were removed.
         public var cutFile: String?
+        /// What the opId index needed to agree with the kept log (`mendOpIdIndex`).
+        public var opIds: OpIdIndexMend
     }
 
-    /// Cuts the log before its first bad record (if any) and drops the opIds of the removed events, in one
-    /// transaction of the log; then rebuilds every projection table and their checkpoint from the
+    /// Cuts the log before its first bad record (if any) and makes the opId index agree with what is kept
+    /// — the removed events' opIds dropped, any entry the log contradicts mended (`mendOpIdIndex`) — in
+    /// one transaction of the log; then rebuilds every projection table and their checkpoint from the
     /// remaining log. The rebuild replays the log into a scratch store (no fsync, in `$TMPDIR`, removed
     /// afterwards), checkpoints it at the cut and swaps a compacted copy of its environment in for
     /// `proj/` (`swapProjections`), so memory holds the replay's working state only, never the history.
@@ -76,7 +79,7 @@ extension Store {
         let release = { [env] in env.releaseResidentPages() }
         // Saved, and synced, before anything is removed: a repair that cannot save them removes nothing.
         let cutFile = try env.read { txn in try saveCutRecords(after: keep, in: txn) }
-        let removed = try env.write { txn in
+        let (removed, opIds) = try env.write { txn in
             // Every key that is not a seq of 1...keep: those after the cut, in chunks of bounded size, then
             // any that is not an 8-byte seq or is seq 0 (records out of order or with a bad key sort anywhere).
             // The scans read the whole log and opId index through the map: its pages are dropped as they go
@@ -87,12 +90,11 @@ extension Store {
             removed += try Self.deleteKeys(in: txn, dbs.log.handle, release: release) { key, _ in
                 key.count != 8 || ((try? BigEndianUInt64.decode(key)) ?? 0) == 0
             }
-            _ = try Self.deleteKeys(in: txn, dbs.opIds.handle, release: release) { _, value in
-                if case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value) { return seq > keep }
-                return false
-            }
+            // The opId index made to say what the kept log says: the cut events' opIds freed, and any
+            // damage `audit` would name mended (`mendOpIdIndex`).
+            let mend = try Self.mendOpIdIndex(in: txn, dbs, through: keep, cut: removed > 0, release: release)
             try dbs.writeHead(txn, Meta(lastSeq: keep, lastTs: lastTs, lastHash: scratch.lastHash, config: nil))
-            return removed
+            return (removed, mend)
         }
         // Then the projections, at the cut (a crash in between leaves them ahead of the log, which an
         // open refuses and a second repair mends): the scratch store's environment, checkpointed at the
@@ -111,7 +113,7 @@ extension Store {
                 path: env.path))
         return RepairReport(
             problem: scratch.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count,
-            cutFile: cutFile)
+            cutFile: cutFile, opIds: opIds)
     }
 
     /// Writes the log records `repair` is about to remove (seqs after `keep`, then keys that are no seq), in key order, to a new file in the

@@ -102,7 +102,7 @@ struct Audit: ParsableCommand {
         if let p = report.settingsProblem { try printOut("settings: DAMAGED: the record \(p)") }
         let o = report.opIds
         if let difference = o.difference {
-            try printOut("opIds: DIFFERS: \(difference)")
+            try printOut("opIds: DIFFERS: \(difference) (`teamlog repair` mends the index from the log)")
         } else if report.chainProblem != nil || report.checkpointProblem != nil {
             try printOut("opIds: \(o.eventsWithOpId) events' opIds found at their seqs, to where the log was checked")
         } else {

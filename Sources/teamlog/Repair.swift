@@ -37,6 +37,20 @@ struct Repair: ParsableCommand {
                 "saved the \(report.removedEvents) removed records to \(file): op lines `teamlog ingest` takes again "
                     + "(check the first, the record the log broke at, before you feed them)")
         }
+        let o = report.opIds
+        let freed = o.freedByCut > 0 ? "; freed the opIds of \(o.freedByCut) cut events" : ""
+        if o.changed {
+            try printOut(
+                "opIds: MENDED from the log: \(o.added) added, \(o.corrected) corrected, \(o.removed) removed\(freed) "
+                    + "(\(o.entries) entries now)")
+        } else {
+            try printOut("opIds: OK: \(o.entries) entries agree with the log\(freed)")
+        }
+        if o.repeated > 0 {
+            try printOut(
+                "opIds: \(o.repeated) events carry an opId an earlier event carried: the first keeps it "
+                    + "(`teamlog audit` names the next)")
+        }
         try printOut(
             "kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
     }
