@@ -271,6 +271,35 @@ import Testing
         }
     }
 
+    /// An export from `from` checks the chain over what it exports, from the hash stored with the record
+    /// before it (not from seq 1: its cost is the range's, not the log's): a break inside the range stops it
+    /// and is named; one before it is `audit`'s to find; a `from` past the end exports nothing.
+    @Test func anExportChecksTheChainOverItsRange() throws {
+        let h = try OpIdAuditTests.makeStore()  // 4 events
+        try Self.breakRecord(h.path, seq: 2)  // payload flipped, its stored hash kept
+        var options = Store.Options()
+        options.readOnly = true
+        let store = try Store(path: h.path, options: options, loadState: false)
+        defer { store.close() }
+        func export(from: UInt64) throws -> (seqs: [UInt64], problem: Store.ChainProblem?) {
+            var seqs: [UInt64] = []
+            var problem: Store.ChainProblem?
+            try store.forEachEvent(from: from, { seqs.append($0.seq) }, problem: { problem = $0 })
+            return (seqs, problem)
+        }
+        let whole = try export(from: 1)
+        #expect(whole.seqs == [1] && whole.problem?.seq == 2, "\(whole)")
+        let inside = try export(from: 2)
+        #expect(inside.seqs.isEmpty && inside.problem?.seq == 2, "\(inside)")
+        let after = try export(from: 3)
+        #expect(after.seqs == [3, 4] && after.problem == nil, "\(after)")
+        let past = try export(from: 9)
+        #expect(past.seqs.isEmpty && past.problem == nil)
+        let next = try export(from: 5)  // one past the head: an incremental export that finds nothing
+        #expect(next.seqs.isEmpty && next.problem == nil)
+        #expect(try !store.audit().ok, "the whole chain is audit's")
+    }
+
     // MARK: Helpers
 
     /// Opens the store's LMDB environment directly (no `Store` may have it open in this process) and its log.
