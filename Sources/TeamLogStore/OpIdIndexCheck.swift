@@ -125,12 +125,7 @@ final class OpIdIndexCheck: @unchecked Sendable {
         var found: String?
         try txn.forEach(index) { key, value in
             guard case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value) else { return true }
-            let carried: [UInt8]?? = try BigEndianUInt64.encoded(seq).withUnsafeBytes { seqKey in
-                try txn.withValue(log, key: seqKey) { record in
-                    guard let record, let payload = LogRecord(record)?.payload else { return nil }
-                    return (try? EventCodec.opIdBytes(payload)).map { $0.map(Array.init) }
-                }
-            }
+            let carried = try Self.opId(carriedAt: seq, in: txn, log: log)
             if case let carried?? = carried, carried.elementsEqual(key) { return true }
             let what: String
             switch carried {
@@ -142,6 +137,17 @@ final class OpIdIndexCheck: @unchecked Sendable {
             return false
         }
         return found
+    }
+
+    /// The opId the event at `seq` of `log` carries: `nil` when there is no record there or it does not
+    /// decode, `.some(nil)` when its op carried none.
+    static func opId(carriedAt seq: UInt64, in txn: Transaction, log: DatabaseHandle) throws -> [UInt8]?? {
+        try BigEndianUInt64.encoded(seq).withUnsafeBytes { key in
+            try txn.withValue(log, key: key) { record in
+                guard let record, let payload = LogRecord(record)?.payload else { return nil }
+                return (try? EventCodec.opIdBytes(payload)).map { $0.map(Array.init) }
+            }
+        }
     }
 
     /// An opId's bytes as text (`Store.keyName`'s form: control bytes shown as `\xNN`).

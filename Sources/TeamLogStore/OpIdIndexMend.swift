@@ -56,8 +56,7 @@ extension Store {
         var resume: UInt64 = 1
         var visited: UInt64 = 0
         while resume <= keep {
-            var fixes: [(opId: [UInt8], seq: UInt64)] = []
-            var fixed: [[UInt8]: UInt64] = [:]  // this chunk's, by opId: a repeat within it finds the first
+            var fixes: [[UInt8]: UInt64] = [:]  // this chunk's, by opId: a repeat within it finds the first
             var next: UInt64?
             try txn.forEach(log, from: BigEndianUInt64.encoded(resume)) { key, value in
                 guard key.count == 8, let seq = try? BigEndianUInt64.decode(key), seq <= keep else { return false }
@@ -66,7 +65,7 @@ extension Store {
                 guard let payload = LogRecord(value)?.payload, case let carried?? = try? EventCodec.opIdBytes(payload)
                 else { return true }
                 let opId = Array(carried)
-                if fixed[opId] != nil {
+                if fixes[opId] != nil {
                     mend.repeated += 1
                     return true
                 }
@@ -79,7 +78,7 @@ extension Store {
                     return true
                 case .accepted(let indexed)?? where indexed < seq:
                     // An earlier event carrying the same opId keeps it.
-                    if try Store.opId(at: indexed, in: txn, log: log, keep: keep) == opId {
+                    if try OpIdIndexCheck.opId(carriedAt: indexed, in: txn, log: log) == opId {
                         mend.repeated += 1
                         return true
                     }
@@ -90,16 +89,15 @@ extension Store {
                     mend.corrected += 1
                 }
                 distinct += 1
-                fixes.append((opId, seq))
-                fixed[opId] = seq
+                fixes[opId] = seq
                 if fixes.count == chunk {
                     next = seq + 1
                     return false
                 }
                 return true
             }
-            for fix in fixes {
-                try txn.put(index, key: fix.opId, value: OpIdOutcomeCodec.encoded(.accepted(seq: fix.seq)))
+            for (opId, seq) in fixes {
+                try txn.put(index, key: opId, value: OpIdOutcomeCodec.encoded(.accepted(seq: seq)))
             }
             guard let next else { break }
             resume = next
@@ -108,7 +106,7 @@ extension Store {
         // 2. The index: what no kept event backs. An accepted entry at a seq the log holds is checked
         // against its event only when the counts say one is left over (a lookup of the log per entry).
         var accepted = 0
-        mend.removed += try deleteKeys(in: txn, index, release: release) { _, value in
+        let dropped = try deleteKeys(in: txn, index, release: release) { _, value in
             switch try? OpIdOutcomeCodec.decode(value) {
             case nil: return true
             case .rejected?: return false
@@ -122,26 +120,16 @@ extension Store {
                 return false
             }
         }
-        mend.removed -= mend.freedByCut
+        mend.removed = dropped - mend.freedByCut
         if accepted != distinct {
+            // Every accepted entry left is at a seq of 1...keep (the scan above removed the rest).
             mend.removed += try deleteKeys(in: txn, index, release: release) { key, value in
                 guard case .accepted(let seq)? = try? OpIdOutcomeCodec.decode(value) else { return false }
-                let carried = (try? Store.opId(at: seq, in: txn, log: log, keep: keep)) ?? nil
-                return !(carried?.elementsEqual(key) ?? false)
+                guard case let carried?? = try? OpIdIndexCheck.opId(carriedAt: seq, in: txn, log: log) else { return true }
+                return !carried.elementsEqual(key)
             }
         }
         mend.entries = Int(try txn.stat(index).entries)
         return mend
-    }
-
-    /// The opId the event at `seq` (through `keep`) carries, in `txn`; `nil` when none or no event.
-    static func opId(at seq: UInt64, in txn: Transaction, log: DatabaseHandle, keep: UInt64) throws -> [UInt8]? {
-        guard seq >= 1 && seq <= keep else { return nil }
-        return try BigEndianUInt64.encoded(seq).withUnsafeBytes { key in
-            try txn.withValue(log, key: key) { record in
-                guard let record, let payload = LogRecord(record)?.payload else { return nil }
-                return (try? EventCodec.opIdBytes(payload))?.map(Array.init)
-            }
-        }
     }
 }
