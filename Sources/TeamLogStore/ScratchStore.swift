@@ -22,11 +22,13 @@ public final class ScratchStore {
     public internal(set) var lastHash: [UInt8] = HashChain.genesis
     /// The directory, removed with its files.
     public let path: String
+    private let directory: Directory
     private var removed = false
 
-    init(store: Store, path: String) {
+    init(store: Store, directory: Directory) {
         self.store = store
-        self.path = path
+        self.path = directory.path
+        self.directory = directory
     }
 
     /// Writes the scratch store's checkpoint at the source's position: the last event replayed, its time,
@@ -60,7 +62,7 @@ public final class ScratchStore {
         guard !removed else { return }
         removed = true
         store.close()
-        removeDirectoryTree(path)
+        directory.remove()
     }
 
     deinit { remove() }
@@ -86,16 +88,123 @@ public final class ScratchStore {
         return Store.outOfSpace(cause, directory: parent) != nil
     }
 
-    /// A new empty directory under `$TMPDIR` (or /tmp).
-    static func makeDirectory() throws -> String {
-        let base = parentDirectory
-        var template = Array("\(base)/teamlog-scratch-XXXXXX".utf8CString)
-        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
-            throw StoreError.system("cannot create a scratch directory in \(base)", call: "mkdtemp", path: base)
+    /// A scratch store's directory while this process owns it: made by `make()` under `$TMPDIR` (or /tmp),
+    /// registered with `Leftovers` (removed if a signal stops the process), and holding an exclusive
+    /// `flock` on its `owner.lock` from its first moment to its removal — what tells `removeAbandoned` a
+    /// live scratch store (of any process) from one a killed process left.
+    final class Directory {
+        let path: String
+        private var lock: Int32
+        private let leftover: Int
+
+        private init(path: String, lock: Int32) {
+            self.path = path
+            self.lock = lock
+            leftover = Leftovers.register(path)
         }
-        return String(cString: made)
+
+        static func make() throws -> Directory {
+            let base = parentDirectory
+            removeAbandonedOnce(in: base)
+            var template = Array("\(base)/teamlog-scratch-XXXXXX".utf8CString)
+            guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+                throw StoreError.system("cannot create a scratch directory in \(base)", call: "mkdtemp", path: base)
+            }
+            let path = String(cString: made)
+            let lockPath = path + "/" + ownerLockName
+            let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+                let error = StoreError.system("cannot lock \(lockPath)", call: fd < 0 ? "open" : "flock", path: path)
+                if fd >= 0 { close(fd) }
+                removeDirectoryTree(path)
+                throw error
+            }
+            return Directory(path: path, lock: fd)
+        }
+
+        /// Removes the directory with its files, then lets go of it.
+        func remove() {
+            guard lock >= 0 else { return }
+            removeDirectoryTree(path)
+            Leftovers.unregister(leftover)
+            close(lock)
+            lock = -1
+        }
+
+        deinit { remove() }
     }
 
+    /// The file in a scratch store's directory whose `flock` its owner holds (`Directory`).
+    static let ownerLockName = "owner.lock"
+
+    /// A scratch directory under `parent` that no process owns any more, as `removeAbandoned` found it.
+    public struct Abandoned: Sendable, Equatable {
+        public var path: String
+        /// The bytes its files held on disk.
+        public var bytes: Int
+    }
+
+    /// Removes the scratch stores under `parent` (default `$TMPDIR` or /tmp) that processes killed before
+    /// they could remove them left behind (`kill -9`, the OOM killer, a machine's crash: an audit of a
+    /// 5M-event store leaves ~2 GB), and returns them. A directory named `teamlog-scratch-*` is abandoned
+    /// when no process holds a lock on it — its `owner.lock` (`Directory`) nor its store's `writer.lock`
+    /// (a scratch store made before the owner lock) — and it has not changed for `minimumAge` seconds,
+    /// which passes over one being made at this moment (between `mkdtemp` and its lock). A live scratch
+    /// store of this or any other process, and anything that is not such a directory of this user's, is
+    /// left alone. Every replay into a scratch store runs this once per process (`Directory.make()`);
+    /// the CLI runs it first to say what it removed.
+    @discardableResult
+    public static func removeAbandoned(in parent: String = parentDirectory, minimumAge: Int = 60) -> [Abandoned] {
+        _ = sweep.locked { swept.insert(parent) }
+        var removed: [Abandoned] = []
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        for name in (directoryEntries(parent) ?? []).sorted() where name.hasPrefix("teamlog-scratch-") {
+            let path = parent + "/" + name
+            var st = stat()
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, st.st_uid == geteuid(),
+                Int(now.tv_sec) - Int(st.st_mtim.tv_sec) >= minimumAge
+            else { continue }
+            // Each lock taken is held until the directory is gone: its owner cannot come back meanwhile.
+            var held: [Int32] = []
+            defer { for fd in held { close(fd) } }
+            var owned = false
+            for lockName in [ownerLockName, "writer.lock"] {
+                let fd = open(path + "/" + lockName, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else { continue }
+                held.append(fd)
+                if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+                    owned = true
+                    break
+                }
+            }
+            if owned { continue }
+            let bytes = diskBytes(path)
+            removeDirectoryTree(path)
+            if access(path, F_OK) != 0 { removed.append(Abandoned(path: path, bytes: bytes)) }
+        }
+        return removed
+    }
+
+    private static let sweep = Monitor()
+    nonisolated(unsafe) private static var swept: Set<String> = []
+
+    /// `removeAbandoned(in:)`, unless this process ran it for `parent` already.
+    private static func removeAbandonedOnce(in parent: String) {
+        guard sweep.locked({ !swept.contains(parent) }) else { return }
+        removeAbandoned(in: parent)
+    }
+
+    /// The bytes the files under `path` hold on disk.
+    private static func diskBytes(_ path: String) -> Int {
+        var total = 0
+        for name in directoryEntries(path) ?? [] {
+            var st = stat()
+            guard lstat(path + "/" + name, &st) == 0 else { continue }
+            total += (st.st_mode & S_IFMT) == S_IFDIR ? diskBytes(path + "/" + name) : Int(st.st_blocks) * 512
+        }
+        return total
+    }
 }
 
 /// Removes a directory and everything under it: a store's files (LMDB's two, the writer lock) and its
@@ -180,7 +289,8 @@ extension Store {
     func makeScratch(
         config: Config? = nil, projectionsOnly: Bool = false, limits: ReplayLimits = ReplayLimits(), base: Store? = nil
     ) throws -> ScratchStore {
-        let path = try ScratchStore.makeDirectory()
+        let directory = try ScratchStore.Directory.make()
+        let path = directory.path
         var options = Options()
         options.noSync = true
         options.config = config ?? world.config
@@ -194,7 +304,7 @@ extension Store {
                 }
                 try base.projectionEnv.copy(to: projPath, durable: false)
             } catch {
-                removeDirectoryTree(path)
+                directory.remove()
                 guard let error = error as? LMDBError else { throw error }
                 throw StoreError(code: .lmdb, message: "cannot copy the base's projections: \(error)", cause: error)
             }
@@ -223,9 +333,9 @@ extension Store {
                 return self.env.usedBytes + self.projectionEnv.usedBytes
             }
             scratch.adjustReadAhead()
-            return ScratchStore(store: scratch, path: path)
+            return ScratchStore(store: scratch, directory: directory)
         } catch {
-            removeDirectoryTree(path)
+            directory.remove()
             throw error
         }
     }

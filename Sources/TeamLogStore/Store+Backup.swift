@@ -65,6 +65,9 @@ extension Store {
                     cause: error == EEXIST ? nil : SystemCallError("mkdir", error), path: path)
             }
         }
+        // A signal that stops the process mid-copy (the CLI's Ctrl-C) removes what this call created.
+        let leftover = created ? Leftovers.register(path) : nil
+        defer { leftover.map(Leftovers.unregister) }
         let projPath = path + "/" + ProjectionDatabases.directory
         do {
             guard mkdir(projPath, 0o755) == 0 else {

@@ -82,6 +82,9 @@ extension Store {
         // Named with this process's id: two audits keeping the same seq at once write apart.
         let partial = directory + "/.partial-" + Self.verifiedCopyName(report.seq) + "-\(getpid())"
         removeDirectoryTree(partial)  // what a killed audit of this pid left
+        // Removed by a signal that stops the process while the copy is written (before the rename).
+        let leftover = Leftovers.register(partial)
+        defer { Leftovers.unregister(leftover) }
         do {
             // Both environments, compacted and synced, as a backup of the scratch store (which removes
             // what it wrote when it fails).

@@ -43,6 +43,7 @@ struct Audit: ParsableCommand {
         priority.lowerThisThread()  // before the replay's, the comparison's and the scratch store's threads
         // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
         Allocator.setFreedPagesDecay(milliseconds: 1_000)
+        Interrupts.removeLeftoversOnSignal()
         if Store.isVerifiedCopy(storeOptions.path) {
             // Its log is empty by design: every table would "differ" from a replay of nothing.
             printErr(
@@ -52,6 +53,7 @@ struct Audit: ParsableCommand {
             throw ExitCode(2)
         }
         let store = try openForQuery(storeOptions.path)
+        Interrupts.removeAbandonedScratchStores()
         let start = monotonicSeconds()
         // A head that cannot be read is the audit's to report: the progress goes without a total.
         let progress = Progress("audit", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))

@@ -24,6 +24,7 @@ struct Backup: ParsableCommand {
 
     func run() throws {
         priority.lowerThisThread()  // before the copy's and the progress's threads
+        Interrupts.removeLeftoversOnSignal()
         let store = try openForQuery(storeOptions.path)
         defer { store.close() }
         let start = monotonicSeconds()

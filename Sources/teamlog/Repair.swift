@@ -11,6 +11,7 @@ struct Repair: ParsableCommand {
     func run() throws {
         // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
         Allocator.setFreedPagesDecay(milliseconds: 1_000)
+        Interrupts.removeLeftoversOnSignal()
         var options = Store.Options()
         options.verifyChainAtOpen = false
         options.mustExist = true  // a mistyped path is an error, not a new empty store "repaired"
@@ -22,6 +23,7 @@ struct Repair: ParsableCommand {
         if let (aside, reason) = store.setAsideProjections {
             try printOut("projections: could not be opened (\(reason.code)): set aside in \(aside); rebuilt from the log below")
         }
+        Interrupts.removeAbandonedScratchStores()
         // A log too damaged to read its head still gets a position and a rate.
         let progress = Progress("repair", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
         defer { progress.clear() }

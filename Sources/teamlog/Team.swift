@@ -26,6 +26,8 @@ struct Team: ParsableCommand {
 /// it) — from `base`'s checkpoint on when given; the caller removes it.
 func replayed(_ store: Store, _ seq: UInt64, base: Store.Copy? = nil) throws -> ScratchStore {
     // On a terminal, the replay's position towards `seq` (from the copy's checkpoint when there is one).
+    Interrupts.removeLeftoversOnSignal()
+    Interrupts.removeAbandonedScratchStores()
     let progress = Progress("replay", total: Int(seq), from: Int(base?.checkpointSeq ?? 0), unit: .count("events"))
     defer { progress.clear() }
     do {

@@ -1,0 +1,62 @@
+import TeamLogThreads
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What a run stopped by a signal must not leave behind: the directories this process is making and
+/// would remove when done — a replay's scratch store (`ScratchStore`), a backup being copied, a verified
+/// copy being written. The code that makes one registers it and unregisters it when the directory is
+/// removed or kept; `removeAll()` is for the process's signal handling (the CLI's), which calls it from
+/// an ordinary thread before letting the signal end the process.
+///
+/// A scratch store of a 5M-event audit is about 2 GB under `$TMPDIR`: a Ctrl-C of such an audit left it
+/// there for good before. What `kill -9` leaves is swept by the next replay (`ScratchStore.removeAbandoned`).
+public enum Leftovers {
+    private static let monitor = Monitor()
+    nonisolated(unsafe) private static var registered: [Int: String] = [:]
+    nonisolated(unsafe) private static var next = 0
+
+    /// `path` is to be removed if the process is stopped by a signal; returns the token `unregister` takes.
+    static func register(_ path: String) -> Int {
+        monitor.locked {
+            next += 1
+            registered[next] = path
+            return next
+        }
+    }
+
+    /// `token`'s path is no longer this process's to remove (done with, or kept).
+    static func unregister(_ token: Int) {
+        monitor.locked { _ = registered.removeValue(forKey: token) }
+    }
+
+    /// The paths registered now, in the order they were registered.
+    public static var paths: [String] {
+        monitor.locked { registered.sorted { $0.key < $1.key }.map(\.value) }
+    }
+
+    /// Removes every registered directory with what is in it, and returns their paths; for a process about
+    /// to end. Files are unlinked whole, never truncated first (`removeDirectoryTree` shrinks large files
+    /// step by step): this process's other threads may still be reading or writing them through LMDB's
+    /// maps, where a truncated file is a SIGBUS; an unlinked one stays whole until the process ends.
+    @discardableResult
+    public static func removeAll() -> [String] {
+        let paths = monitor.locked {
+            let paths = registered.sorted { $0.key < $1.key }.map(\.value)
+            registered.removeAll()
+            return paths
+        }
+        for path in paths { unlinkTree(path) }
+        return paths
+    }
+
+    private static func unlinkTree(_ path: String) {
+        for name in directoryEntries(path) ?? [] where unlink(path + "/" + name) != 0 {
+            unlinkTree(path + "/" + name)
+        }
+        rmdir(path)
+    }
+}
