@@ -173,7 +173,11 @@ struct Serve: AsyncParsableCommand {
             for await signal in signals {
                 count += 1
                 if count >= 2 {
-                    printErr("teamlog: second \(signal): exiting now")
+                    // A `?at=` replay's scratch store in the making is not left under $TMPDIR.
+                    let removed = Leftovers.removeAll()
+                    printErr(
+                        "teamlog: second \(signal): exiting now"
+                            + (removed.isEmpty ? "" : " (removed \(removed.joined(separator: ", ")))"))
                     _exit(signal.rawValue + 128)
                 }
                 printErr("teamlog: \(signal): finishing in-flight requests, committing, checkpointing")
