@@ -8,7 +8,7 @@ import TeamLogThreads
 
 /// What a run stopped by a signal must not leave behind: the directories this process is making and
 /// would remove when done — a replay's scratch store (`ScratchStore`), a backup being copied, a verified
-/// copy being written. The code that makes one registers it and unregisters it when the directory is
+/// copy being written, a compaction's copy (or the old store it swapped out). The code that makes one registers it and unregisters it when the directory is
 /// removed or kept; `removeAll()` is for the process's signal handling (the CLI's), which calls it from
 /// an ordinary thread before letting the signal end the process.
 ///
@@ -33,9 +33,13 @@ public enum Leftovers {
         monitor.locked { _ = registered.removeValue(forKey: token) }
     }
 
-    /// The paths registered now, in the order they were registered.
+    /// The paths registered now, in the order they were first registered (one registered twice — a
+    /// compaction's copy, also a backup's while it is copied — once).
     public static var paths: [String] {
-        monitor.locked { registered.sorted { $0.key < $1.key }.map(\.value) }
+        monitor.locked {
+            var seen = Set<String>()
+            return registered.sorted { $0.key < $1.key }.map(\.value).filter { seen.insert($0).inserted }
+        }
     }
 
     /// Removes every registered directory with what is in it, and returns their paths; for a process about
@@ -45,7 +49,8 @@ public enum Leftovers {
     @discardableResult
     public static func removeAll() -> [String] {
         let paths = monitor.locked {
-            let paths = registered.sorted { $0.key < $1.key }.map(\.value)
+            var seen = Set<String>()
+            let paths = registered.sorted { $0.key < $1.key }.map(\.value).filter { seen.insert($0).inserted }
             registered.removeAll()
             return paths
         }

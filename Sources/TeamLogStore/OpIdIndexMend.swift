@@ -62,7 +62,7 @@ extension Store {
                 guard key.count == 8, let seq = try? BigEndianUInt64.decode(key), seq <= keep else { return false }
                 visited += 1
                 if visited % Store.releaseInterval == 0 { release() }
-                guard let payload = LogRecord(value)?.payload, case let carried?? = try? EventCodec.opIdBytes(payload)
+                guard let payload = LogRecord(value)?.payload, case let carried? = try? EventCodec.opIdBytes(payload)
                 else { return true }
                 let opId = Array(carried)
                 if fixes[opId] != nil {

@@ -80,6 +80,10 @@ extension Store {
             }
             removeDirectoryTree(copyPath)
         }
+        // Whatever a signal stops the process at, `copyPath` then holds garbage: the copy before the swap (the
+        // exchange is one step), the old store after it.
+        let registered = Leftovers.register(copyPath)
+        defer { Leftovers.unregister(registered) }
         let owner = ownerToAdopt(path)  // before the directory is replaced by root's copy
         let report = try source.backup(to: copyPath, progress: progress)
         source.close()

@@ -21,6 +21,7 @@ struct Compact: ParsableCommand {
 
     func run() throws {
         priority.lowerThisThread()  // before the copy's and the progress's threads
+        Interrupts.removeLeftoversOnSignal()
         let path = storeOptions.path
         let start = monotonicSeconds()
         let total = (try? openForQuery(path)).flatMap { store in
