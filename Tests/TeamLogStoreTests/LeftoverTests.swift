@@ -79,6 +79,9 @@ import Testing
         let tmp = dir.child("tmp")
         #expect(mkdir(tmp, 0o755) == 0)
         let (child, killed) = try startReplay(["audit", "--store", store], tmp: tmp, stderr: dir.child("stderr"))
+        // Killed once its scratch store has its files (the store is opened just after the lock is made).
+        let deadline = monotonicNow() + 60
+        while access(killed + "/proj/data.mdb", F_OK) != 0 && monotonicNow() < deadline { usleep(1_000) }
         child.kill(SIGKILL)
         #expect(child.wait() == .signaled(SIGKILL))
         #expect(access(killed + "/proj/data.mdb", F_OK) == 0, "kill -9 leaves the scratch store")
@@ -162,15 +165,6 @@ import Testing
     }
 
     private func listDirectory(_ path: String) -> [String] {
-        guard let dir = opendir(path) else { return [] }
-        defer { closedir(dir) }
-        var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
+        (Tmpfs.entries(path) ?? []).sorted()
     }
 }
