@@ -132,7 +132,8 @@ public final class Store {
     var pendingSource = SourceWrite()
     /// The external source position the committed log has consumed through (0: none; `Store+Source`).
     public internal(set) var sourcePosition: UInt64 = 0
-    private var pendingOutputsScratch: [Output] = []
+    /// The outputs of the last `applyReplayed` event (its buffer reused): what `rederiveRecords` hands on.
+    private(set) var pendingOutputsScratch: [Output] = []
     /// Set by `close` for its last checkpoint, which evicts nothing (`startCheckpoint`).
     var closing = false
     /// The fan-out work of every event this store applied since it opened (benchmarks report it).

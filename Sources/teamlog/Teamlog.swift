@@ -11,7 +11,8 @@ struct Teamlog: AsyncParsableCommand {
         commandName: "teamlog",
         abstract: "An event-sourced processor for group chat: team ops and messages in, a replayable LMDB log out.",
         subcommands: [
-            Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Audit.self,
+            Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Records.self,
+            Audit.self,
             Repair.self, Info.self, Status.self, Backup.self, Compact.self, Demo.self, Serve.self, Route.self,
             DebugHoldReader.self,
         ]
