@@ -34,18 +34,59 @@ extension Store {
         precondition(from >= 1, "seqs start at 1")
         // Past the log's end there is nothing to hand over (as `log --from` finds nothing): no replay.
         if let head = try? head().seq, from > head { return RederivedRecords(last: from - 1, problem: nil) }
+        let reader = try recordReader(from: from, config: config, base: base, progress: progress)
+        defer { reader.close() }
+        _ = try reader.advance(through: to, progress: progress, body)
+        return RederivedRecords(last: reader.position, problem: reader.problem)
+    }
+
+    /// A `RecordReader` whose first event is `from`: the replay through `from - 1` done (`rederiveRecords`).
+    public func recordReader(
+        from: UInt64, config: Config? = nil, base: Store? = nil, progress: ((Int) -> Void)? = nil
+    ) throws -> RecordReader {
+        precondition(from >= 1, "seqs start at 1")
         let scratch =
             from > 1
             ? try replayed(at: from - 1, config: config, base: base, progress: progress)
             : try makeScratch(config: config, projectionsOnly: true)
-        defer { scratch.remove() }
+        scratch.store.wantsDeliveries = true
+        return RecordReader(log: self, scratch: scratch, position: from - 1)
+    }
+}
+
+/// Re-derives the records of a store's events in order from a position, and keeps its place between
+/// calls: a catch-up reader of the record stream (`serve`'s `GET /v1/records` from a seq older than its
+/// window) advances to the log's head, then again to the head that has moved on meanwhile, until it
+/// reaches what the live window still holds. Its state is a scratch store (`Store.recordReader`), removed
+/// by `close()`. One thread at a time.
+public final class RecordReader {
+    private let log: Store
+    private let scratch: ScratchStore
+    /// The last seq whose records were handed over (its first event is `position + 1`).
+    public private(set) var position: UInt64
+    /// Where the log's chain broke, if it did: nothing after it is handed over.
+    public private(set) var problem: Store.ChainProblem?
+
+    init(log: Store, scratch: ScratchStore, position: UInt64) {
+        self.log = log
+        self.scratch = scratch
+        self.position = position
+    }
+
+    /// Hands `body` the records of each event after `position` through `to` (the log's head as one
+    /// snapshot sees it now, when nil), one call per event; false when `body` stopped it or the chain broke
+    /// (`problem`), true when it reached the end.
+    public func advance(
+        through to: UInt64? = nil, progress: ((Int) -> Void)? = nil,
+        _ body: (_ seq: UInt64, _ records: [Record]) throws -> Bool
+    ) throws -> Bool {
+        guard problem == nil else { return false }
         let target = scratch.store
-        target.wantsDeliveries = true
-        var result = RederivedRecords(last: from - 1, problem: nil)
+        let scratch = self.scratch
         struct Stop: Error {}
         do {
-            try forEachEvent(
-                from: from, to: to,
+            try log.forEachEvent(
+                from: position + 1, to: to,
                 { event in
                     try scratch.owning {
                         try target.applyReplayed(event)
@@ -63,10 +104,13 @@ extension Store {
                         records.append(.event(line: 0, seq: event.seq, ts: event.ts, op: event.op.name))
                     }
                     for output in target.pendingOutputsScratch { records.append(.output(output)) }
-                    result.last = event.seq
+                    position = event.seq
                     if try !body(event.seq, records) { throw Stop() }
-                }, problem: { result.problem = $0 })
-        } catch is Stop {}
-        return result
+                }, problem: { self.problem = $0 })
+        } catch is Stop { return false }
+        return problem == nil
     }
+
+    /// Removes the scratch store.
+    public func close() { scratch.remove() }
 }

@@ -110,6 +110,36 @@ import Testing
         #expect(try Self.rederived(store, from: from) == expected, "and from seq 1")
     }
 
+    /// A reader keeps its place: advanced to the head, then again after the writer went on, it hands over
+    /// each event once, the records the writer made.
+    @Test func aReaderGoesOnFromWhereItStopped() throws {
+        let dir = TemporaryDirectory("records-reader")
+        let store = try Store(path: dir.child("store"), options: .checkpointing(every: 250))
+        defer { store.close() }
+        var written = try Self.written(into: store, Self.lines[..<1_200])
+        let reader = try store.recordReader(from: 400)
+        defer { reader.close() }
+        var read: [Record] = []
+        var seqs: [UInt64] = []
+        func collect(_ seq: UInt64, _ records: [Record]) -> Bool {
+            seqs.append(seq)
+            read += records
+            return true
+        }
+        #expect(try reader.advance(collect))
+        let firstHead = try store.head().seq
+        #expect(reader.position == firstHead)
+        #expect(try reader.advance(collect), "nothing new: nothing handed over")
+        #expect(seqs.count == Int(firstHead) - 399)
+        written += try Self.written(into: store, Self.lines[1_200...], firstLine: 1_201)
+        #expect(try reader.advance(through: firstHead + 100, collect))
+        #expect(reader.position == firstHead + 100)
+        #expect(try reader.advance(collect))
+        #expect(reader.position == (try store.head().seq))
+        #expect(seqs == Array(400...reader.position))
+        #expect(read == written.filter { Self.seq($0) >= 400 })
+    }
+
     @Test func theCommandPrintsWhatIngestPrinted() throws {
         let dir = TemporaryDirectory("records-cli")
         let input = dir.child("ops.jsonl")
