@@ -415,15 +415,19 @@ public enum OpenAPIDocument {
                 "503": { $ref: "#/components/responses/Error" }
           /v1/records:
             get:
-              summary: Live stream of output records (Server-Sent Events), resumable within a retained window.
+              summary: Stream of output records (Server-Sent Events), resumable from any seq.
               description: |
                 One SSE event per committed event that has records: `id:` its seq, one `data:` line per SPEC §4
                 record (its `event` record, then its tips, deliveries, signals, …). `rejected` and `duplicate`
                 records are not streamed (they belong to their request). Resume with `?from=LAST_ID+1` or the
                 `Last-Event-ID` header; without either the stream starts at the next event. A seq older than the
-                retained window (`--stream-window` events and `--stream-window-mb` MiB, in memory) is 410 with `oldestSeq`; a client that falls
-                behind the window while connected gets `event: gone` and the stream ends. Idle streams get a
-                `: keep-alive` comment every 15 s.
+                retained window (`--stream-window` events and `--stream-window-mb` MiB, in memory) is caught up
+                from the log: its records are re-derived by a replay (their `event` records have `line` 0) and the
+                live window follows, each event once; the catch-up takes one of the `--at-replays` slots while it
+                runs (503 `replayBusy` with `Retry-After` when none is free), and a log it cannot read back ends the
+                stream with `event: error`. With `--no-stream-catch-up` such a seq is 410 with `oldestSeq`. A client
+                that falls behind the window while connected gets `event: gone` and the stream ends (reconnecting
+                with `Last-Event-ID` catches up). Idle streams get a `: keep-alive` comment every 15 s.
               parameters:
                 - { name: from, in: query, required: false, schema: { type: integer, minimum: 1, maximum: 9223372036854775807 } }
                 - { name: Last-Event-ID, in: header, required: false, description: "The last seq seen; a value that is not a seq is ignored (the stream starts at the next event).", schema: { type: string } }

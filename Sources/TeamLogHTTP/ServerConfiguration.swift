@@ -37,5 +37,11 @@ public struct ServerConfiguration: Sendable {
     /// Replays from `atBase` copies run one at a time within it (`TeamLogServer.atBaseCopies`).
     public var atReplays = 1
 
+    /// Whether a record stream asked for from a seq older than the window catches up from the log
+    /// (`GET /v1/records`: the records re-derived by a replay, `Store.recordReader`, then the live window)
+    /// rather than answering 410 `gone` (`--no-stream-catch-up`). A catch-up takes one of the `atReplays`
+    /// slots while it replays and re-derives (503 `replayBusy` when none is free).
+    public var streamCatchUp = true
+
     public init() {}
 }

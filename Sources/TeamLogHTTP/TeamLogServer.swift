@@ -5,6 +5,7 @@ import LMDB
 public import Logging
 import NIOCore
 public import ServiceLifecycle
+import Synchronization
 import TeamLog
 public import TeamLogRuntime
 import TeamLogStore
@@ -325,10 +326,11 @@ public final class TeamLogServer: Service, Sendable {
 
     /// `GET /v1/records?from=SEQ` (or `Last-Event-ID: SEQ-1`): Server-Sent Events, one per committed event
     /// with records, `id:` its seq and one `data:` line per record (SPEC §4 JSON). Without `from`, the
-    /// stream starts at the next event. A seq older than the retained window is 410 with `oldestSeq`.
+    /// stream starts at the next event. A seq older than the retained window is caught up from the log
+    /// (`catchUp`), or 410 with `oldestSeq` when that is off.
     private func recordStream(_ request: Request) throws -> Response {
         try authorize(request, write: false)
-        _ = try readyStore()
+        let store = try readyStore()
         guard let window = writer.window else {
             throw APIError(.serviceUnavailable, "notReady", "the store is being opened")
         }
@@ -341,11 +343,15 @@ public final class TeamLogServer: Service, Sendable {
             from = value + 1  // a value that is not a seq is ignored, as a browser's EventSource may send any
         }
         let oldest = window.oldestSeq
+        var catchUp: CatchUp?
         if from < oldest {
-            var error = APIError(
-                .gone, "gone", "seq \(from) is no longer retained: the oldest record kept is at seq \(oldest)")
-            error.extra = [("oldestSeq", .int(Int64(oldest)))]
-            throw error
+            guard configuration.streamCatchUp else {
+                var error = APIError(
+                    .gone, "gone", "seq \(from) is no longer retained: the oldest record kept is at seq \(oldest)")
+                error.extra = [("oldestSeq", .int(Int64(oldest)))]
+                throw error
+            }
+            catchUp = try startCatchUp(from: from, store: store, window: window)
         }
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
@@ -353,12 +359,29 @@ public final class TeamLogServer: Service, Sendable {
         let heartbeat = configuration.streamHeartbeatSeconds
         return Response(
             status: .ok, headers: headers,
-            body: .init { [from] writer in
+            body: .init { [from, catchUp] writer in
                 var next = from
                 var out = JSONWriter()
                 // A comment at once: the response head goes out with it, so a subscriber of an idle store
                 // knows it is connected (EventSource's `open`) without waiting for an event or a heartbeat.
                 try await writer.write(ByteBuffer(string: ": connected\n\n"))
+                if let catchUp {
+                    do {
+                        while let chunk = try await onThread({ try catchUp.queue.pop() }) {
+                            try await writer.write(ByteBuffer(bytes: chunk))
+                        }
+                    } catch let error as APIError {
+                        // The log could not be read back (a broken chain, a scratch store that failed): say
+                        // so and end, as a subscriber that fell behind is told.
+                        try await writer.write(ByteBuffer(string: "event: error\ndata: \(error.json.jsonString)\n\n"))
+                        try await writer.finish(nil)
+                        return
+                    } catch {
+                        catchUp.queue.close()  // the client went away: the catch-up's thread stops
+                        throw error
+                    }
+                    next = catchUp.position.withLock { $0 } + 1
+                }
                 streaming: while true {
                     switch window.read(from: next, limit: 512) {
                     case .entries(let entries):
@@ -370,7 +393,8 @@ public final class TeamLogServer: Service, Sendable {
                         let published = await Self.wait(window, for: next, seconds: heartbeat)
                         if !published { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
                     case .gone(let oldest):
-                        // Fell behind the window while connected: say so and end; the client resumes or resyncs.
+                        // Fell behind the window while connected: say so and end; the client resumes (from the
+                        // log, by catching up) or resyncs.
                         try await writer.write(ByteBuffer(string: "event: gone\ndata: {\"oldestSeq\":\(oldest)}\n\n"))
                         break streaming
                     case .closed:
@@ -381,14 +405,123 @@ public final class TeamLogServer: Service, Sendable {
             })
     }
 
+    /// A record stream's catch-up from the log: its thread's SSE bytes, and the last seq they cover once
+    /// the queue has ended (the live window goes on from the next).
+    final class CatchUp: Sendable {
+        let queue = ChunkQueue<UInt8>(depth: 4)
+        let position: Mutex<UInt64>
+        init(from: UInt64) { position = Mutex(from - 1) }
+    }
+
+    /// Starts a thread that re-derives the records from `from` (`Store.recordReader`: a replay to
+    /// `from - 1` — from the newest `--at-base` copy at or before it when there is one — then each event)
+    /// and queues them as SSE events, advancing to the log's head again and again until the window holds
+    /// the next seq. It holds one of the `atReplays` slots while it runs (503 `replayBusy` when none is
+    /// free): a catch-up from far back costs what a `?at=` replay to there does.
+    private func startCatchUp(from: UInt64, store: Store, window: RecordWindow) throws -> CatchUp {
+        guard atReplays.take() else {
+            var error = APIError(
+                .serviceUnavailable, "replayBusy",
+                "seq \(from) is older than the record window (its oldest is \(window.oldestSeq)): a catch-up from "
+                    + "the log needs one of the \(configuration.atReplays) replay slots (--at-replays), and none is free: "
+                    + "try again later")
+            error.headers[.retryAfter] = "5"
+            throw error
+        }
+        let catchUp = CatchUp(from: from)
+        let shared = Shared(store)
+        let config = writer.config
+        let atBase = configuration.atBase
+        let storePath = writer.path
+        let copies = atBaseCopies
+        let slots = atReplays
+        struct Stopped: Error {}
+        let started = startThread(name: "catch-up") {
+            var failure: (any Error)?
+            var reader: RecordReader?
+            do {
+                do {
+                    reader =
+                        try atBase.flatMap { path in
+                            try copies.locked {
+                                try Self.recordReaderFromCopy(
+                                    shared.store, from: from, config: config, path, of: storePath)
+                            }
+                        } ?? shared.store.recordReader(from: from, config: config)
+                } catch let error as Store.AsOfError {
+                    throw APIError(.internalServerError, "brokenChain", error.description)
+                }
+                var out = JSONWriter()
+                func flush() throws {
+                    guard !out.bytes.isEmpty else { return }
+                    if !catchUp.queue.push(out.bytes) { throw Stopped() }
+                    out = JSONWriter()
+                }
+                while let reader {
+                    let reached = try reader.advance { seq, records in
+                        if !records.isEmpty { Self.appendEvent(seq: seq, jsonLines: WriterService.encode(records), to: &out) }
+                        if out.bytes.count >= 64 << 10 { try flush() }
+                        return true
+                    }
+                    try flush()
+                    if !reached, let problem = reader.problem {
+                        throw APIError(.internalServerError, "brokenChain", "the log is broken at \(problem)")
+                    }
+                    catchUp.position.withLock { $0 = reader.position }
+                    // The window holds the next seq (or will: it is past the head): the live stream goes on.
+                    if window.oldestSeq <= reader.position + 1 { break }
+                }
+            } catch is Stopped {
+            } catch let error as APIError {
+                failure = error
+            } catch {
+                failure = APIError(.internalServerError, "catchUp", "the catch-up failed: \(error)")
+            }
+            // The scratch store and the slot go before the stream learns the catch-up ended: a client that
+            // reconnects at once finds the slot free.
+            reader?.close()
+            slots.give()
+            catchUp.queue.close(failure: failure)
+        }
+        guard started != nil else {
+            atReplays.give()
+            throw APIError(.internalServerError, "internal", "cannot start a thread")
+        }
+        return catchUp
+    }
+
+    /// A `RecordReader` from `from` that starts from the `--at-base` copy at `path` (or the newest in that
+    /// directory) at or before `from - 1`; `nil` when there is none (the caller replays from seq 1). As
+    /// `replayedFromCopy`; callers hold `atBaseCopies`.
+    static func recordReaderFromCopy(_ store: Store, from: UInt64, config: Config, _ path: String, of storePath: String)
+        throws -> RecordReader?
+    {
+        guard from > 1 else { return nil }
+        let base: Store?
+        do {
+            base = try Store.newestCopy(at: path, atOrBefore: from - 1, excluding: storePath).copy?.store
+        } catch {
+            throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot be opened: \(error)")
+        }
+        guard let base else { return nil }
+        defer { base.close() }
+        do { return try store.recordReader(from: from, config: config, base: base) } catch let error as StoreError {
+            throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot serve: \(error)")
+        }
+    }
+
     /// One SSE event: `id: SEQ`, a `data:` line per record (encoded by the first subscriber to read the
     /// entry, on its task; the others reuse the bytes). An event without records is skipped.
     static func appendEvent(_ entry: RecordWindow.Entry, to out: inout JSONWriter) {
         guard !entry.records.isEmpty else { return }
+        appendEvent(seq: entry.seq, jsonLines: entry.jsonLines(), to: &out)
+    }
+
+    /// One SSE event of records already encoded as JSON Lines.
+    static func appendEvent(seq: UInt64, jsonLines lines: [UInt8], to out: inout JSONWriter) {
         out.writeRaw("id: ")
-        out.writeInt(Int64(entry.seq))
+        out.writeInt(Int64(seq))
         out.bytes.append(0x0A)
-        let lines = entry.jsonLines()
         var start = 0
         for (i, byte) in lines.enumerated() where byte == 0x0A {
             out.writeRaw("data: ")

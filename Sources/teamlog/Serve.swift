@@ -78,6 +78,13 @@ struct Serve: AsyncParsableCommand {
     )
     var atReplays: Int = ServerConfiguration().atReplays
 
+    @Flag(
+        name: .customLong("stream-catch-up"), inversion: .prefixedNo,
+        help:
+            "A record stream from a seq older than the window catches up from the log (a replay, in an --at-replays slot); with --no-stream-catch-up it is 410."
+    )
+    var streamCatchUp = ServerConfiguration().streamCatchUp
+
     @OptionGroup var settings: SettingsOptions
 
     /// Checked before `run` (so a wrong value is answered with this command's usage, not the root's).
@@ -106,6 +113,7 @@ struct Serve: AsyncParsableCommand {
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
         config.atReplays = atReplays
+        config.streamCatchUp = streamCatchUp
         config.idleTimeoutSeconds = idleTimeoutS > 0 ? idleTimeoutS : nil
         if let tokenFile {
             let token = try Self.readToken(tokenFile)

@@ -55,11 +55,13 @@ func streamable(_ replies: [Reply]) -> [String] {
         try await server.stop()
     }
 
-    @Test func aSeqOlderThanTheWindowIsGoneWithTheOldestKept() async throws {
+    @Test func aSeqOlderThanTheWindowIsGoneWithTheOldestKeptWithoutCatchUp() async throws {
         var options = WriterService.Options()
         options.store.noSync = true
         options.streamWindow = 4
-        let server = try await LiveServer(options: options)
+        var configuration = ServerConfiguration()
+        configuration.streamCatchUp = false
+        let server = try await LiveServer(configuration: configuration, options: options)
         let reply = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
         let head = reply.lines.compactMap { $0["seq"]?.intValue }.max() ?? 0
         let gone = try await send("GET", server.base + "/v1/records?from=1")
@@ -69,6 +71,80 @@ func streamable(_ replies: [Reply]) -> [String] {
         let kept = try await readEvents(server.base + "/v1/records?from=\(head - 3)") { $0.last?.id == UInt64(head) }
         #expect(kept.events.compactMap(\.id) == (UInt64(head - 3)...UInt64(head)).map { $0 })
         #expect(try await send("GET", server.base + "/v1/records?from=zero").status == 400)
+        try await server.stop()
+    }
+
+    /// A record line with its `event` record's `line` made 0, as records re-derived from the log have it.
+    static func lineZero(_ data: String) -> String {
+        guard data.hasPrefix(#"{"kind":"event","line":"#), let comma = data.firstIndex(of: ",") else { return data }
+        let rest = data[data.index(after: comma)...]
+        guard let next = rest.firstIndex(of: ",") else { return data }
+        return #"{"kind":"event","line":0"# + data[next...]
+    }
+
+    /// From a seq the window no longer holds, the stream catches up from the log: the records re-derived
+    /// (the `event` records' `line` 0), then the live window, each event once, no gap — and more ops
+    /// committed meanwhile follow live.
+    @Test func aSeqOlderThanTheWindowIsCaughtUpFromTheLog() async throws {
+        var options = WriterService.Options()
+        options.store.noSync = true
+        options.streamWindow = 4
+        let server = try await LiveServer(options: options)
+        var replies: [Reply] = []
+        replies.append(try await send("POST", server.base + "/v1/ops", body: body(exampleLines)))
+        var workload = MixedWorkload(options: .init(seed: 3, users: 60, teams: 5, maxTeam: 40))
+        for _ in 0..<4 {
+            replies.append(
+                try await send("POST", server.base + "/v1/ops", body: body((0..<60).map { _ in workload.next() })))
+        }
+        let head = UInt64(try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? 0)
+        #expect(head > 200)
+        let before = streamable(replies).map(Self.lineZero)
+        #expect(before.contains { $0.hasPrefix(#"{"kind":"delivery""#) })
+        async let caughtUp = readEvents(server.base + "/v1/records?from=1") { $0.last?.id == head + 3 }
+        // Ops committed while it catches up (or after): live, with their request's lines.
+        var after: [Reply] = []
+        for i in 0..<3 {
+            after.append(
+                try await send(
+                    "POST", server.base + "/v1/ops",
+                    body: op(
+                        "team.update", "alice",
+                        ["team": "ops", "fields": ["intro": "w\(i)"] as KeyValuePairs<String, Any>])))
+        }
+        let events = try await caughtUp.events
+        #expect(events.compactMap(\.id) == Array(1...head + 3), "each event once, in order")
+        let data = events.flatMap(\.data)
+        #expect(data.count == before.count + streamable(after).count)
+        #expect(Array(data.prefix(before.count)).map(Self.lineZero) == before)
+        #expect(data.prefix(before.count).allSatisfy { Self.lineZero($0) == $0 }, "re-derived: line 0")
+        let live = streamable(after)
+        let tail = Array(data.suffix(live.count))
+        // The three later ops are streamed either re-derived (if the catch-up reached them) or live.
+        #expect(tail.map(Self.lineZero) == live.map(Self.lineZero))
+        // From a seq in the middle, the same records from there.
+        let middle = try await readEvents(server.base + "/v1/records?from=100") { $0.last?.id == head + 3 }
+        func normalized(_ list: [SSEEvent]) -> [SSEEvent] {
+            list.map { SSEEvent(id: $0.id, name: $0.name, data: $0.data.map(Self.lineZero)) }
+        }
+        #expect(middle.events.first?.id == 100)
+        #expect(normalized(middle.events) == normalized(events.filter { ($0.id ?? 0) >= 100 }))
+        try await server.stop()
+    }
+
+    /// A catch-up takes a replay slot: with none (`--at-replays 0`) it is 503 `replayBusy` with Retry-After.
+    @Test func aCatchUpWithoutAReplaySlotIsBusy() async throws {
+        var options = WriterService.Options()
+        options.store.noSync = true
+        options.streamWindow = 4
+        var configuration = ServerConfiguration()
+        configuration.atReplays = 0
+        let server = try await LiveServer(configuration: configuration, options: options)
+        _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        let busy = try await send("GET", server.base + "/v1/records?from=1")
+        #expect(busy.status == 503)
+        #expect(busy.json["error"]?["code"] == .string("replayBusy"))
+        #expect(busy.header("Retry-After") == "5")
         try await server.stop()
     }
 
