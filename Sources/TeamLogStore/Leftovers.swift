@@ -54,14 +54,28 @@ public enum Leftovers {
             registered.removeAll()
             return paths
         }
-        for path in paths { unlinkTree(path) }
+        for path in paths { removeWhileInUse(path) }
         return paths
+    }
+
+    /// Removes `path` while other threads may still be making files in it (a scratch store being opened
+    /// when the signal came): renamed first, so what they make by its name fails from then on, then its
+    /// files unlinked until the directory can be removed (a file made between a listing and the `rmdir`
+    /// is found by the next round).
+    private static func removeWhileInUse(_ path: String) {
+        let aside = path + ".removing"
+        let target = rename(path, aside) == 0 ? aside : path
+        for _ in 0..<1_000 {
+            unlinkTree(target)
+            if rmdir(target) == 0 || errno == ENOENT { return }
+            usleep(1_000)
+        }
     }
 
     private static func unlinkTree(_ path: String) {
         for name in directoryEntries(path) ?? [] where unlink(path + "/" + name) != 0 {
             unlinkTree(path + "/" + name)
+            rmdir(path + "/" + name)
         }
-        rmdir(path)
     }
 }

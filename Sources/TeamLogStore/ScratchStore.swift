@@ -97,10 +97,10 @@ public final class ScratchStore {
         private var lock: Int32
         private let leftover: Int
 
-        private init(path: String, lock: Int32) {
+        private init(path: String, lock: Int32, leftover: Int) {
             self.path = path
             self.lock = lock
-            leftover = Leftovers.register(path)
+            self.leftover = leftover
         }
 
         static func make() throws -> Directory {
@@ -111,15 +111,18 @@ public final class ScratchStore {
                 throw StoreError.system("cannot create a scratch directory in \(base)", call: "mkdtemp", path: base)
             }
             let path = String(cString: made)
+            // Registered before anything is made in it: a signal from here on removes it.
+            let leftover = Leftovers.register(path)
             let lockPath = path + "/" + ownerLockName
             let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             guard fd >= 0, flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 let error = StoreError.system("cannot lock \(lockPath)", call: fd < 0 ? "open" : "flock", path: path)
                 if fd >= 0 { close(fd) }
                 removeDirectoryTree(path)
+                Leftovers.unregister(leftover)
                 throw error
             }
-            return Directory(path: path, lock: fd)
+            return Directory(path: path, lock: fd, leftover: leftover)
         }
 
         /// Removes the directory with its files, then lets go of it.

@@ -24,7 +24,12 @@ import Testing
         -> (ChildProcess.Status, [String], String)
     {
         let err = dir.child("stderr")
-        let child = try ChildProcess(Self.exe, args, environment: environment, stderr: err)
+        // Scratch stores under the test's own directory: what killed runs of other tests left under /tmp is
+        // swept with a line on stderr by the first replay that finds it (`LeftoverTests`), not here.
+        let tmp = dir.child("tmp")
+        mkdir(tmp, 0o755)
+        let child = try ChildProcess(
+            Self.exe, args, environment: environment.merging(["TMPDIR": tmp]) { given, _ in given }, stderr: err)
         let lines = try child.readToEnd(timeout: 60)
         return (child.wait(), lines, CrashSafetyTests.readText(err))
     }
