@@ -256,6 +256,18 @@ public final class TeamLogServer: Service, Sendable {
     static func replayedFromCopy(_ store: Store, at seq: UInt64, config: Config, _ path: String, of storePath: String)
         throws -> ScratchStore?
     {
+        try withCopy(atOrBefore: seq, path, of: storePath) { base in
+            try store.replayed(at: seq, config: config, base: base)
+        }
+    }
+
+    /// `use` of the `--at-base` copy at `path` (or the newest in that directory) whose checkpoint is at or
+    /// before `seq`, opened for it and closed after; `nil` when there is none. A copy that cannot be opened,
+    /// or that `use` finds unable to serve (a `StoreError`), is a 500 `atBase` naming why. Callers hold
+    /// `atBaseCopies`.
+    static func withCopy<R>(atOrBefore seq: UInt64, _ path: String, of storePath: String, _ use: (Store) throws -> R)
+        throws -> R?
+    {
         let base: Store?
         do {
             // A damaged copy among the others is passed over (`serve` says which at its start).
@@ -265,7 +277,7 @@ public final class TeamLogServer: Service, Sendable {
         }
         guard let base else { return nil }
         defer { base.close() }
-        do { return try store.replayed(at: seq, config: config, base: base) } catch let error as StoreError {
+        do { return try use(base) } catch let error as StoreError {
             throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot serve: \(error)")
         }
     }
@@ -497,16 +509,8 @@ public final class TeamLogServer: Service, Sendable {
         throws -> RecordReader?
     {
         guard from > 1 else { return nil }
-        let base: Store?
-        do {
-            base = try Store.newestCopy(at: path, atOrBefore: from - 1, excluding: storePath).copy?.store
-        } catch {
-            throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot be opened: \(error)")
-        }
-        guard let base else { return nil }
-        defer { base.close() }
-        do { return try store.recordReader(from: from, config: config, base: base) } catch let error as StoreError {
-            throw APIError(.internalServerError, "atBase", "the --at-base copy \(path) cannot serve: \(error)")
+        return try withCopy(atOrBefore: from - 1, path, of: storePath) { base in
+            try store.recordReader(from: from, config: config, base: base)
         }
     }
 

@@ -214,6 +214,7 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         var options = WriterService.Options()
         options.store.noSync = true
         options.store.checkpointMs = 10
+        options.streamWindow = 1  // a record stream from an earlier seq catches up from the log
         let server = try await LiveServer(configuration: config, options: options, directory: directory)
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
         // A checkpoint starts at a commit once `checkpointMs` have passed: seq 13's, then nothing lags.
@@ -244,11 +245,24 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(try await send("GET", server.base + "/v1/teams/dev?at=14").status == 200, "the tail replayed on it")
         #expect(try await send("GET", server.base + "/v1/teams/ops?at=13").status == 404, "at the copy's own seq")
         #expect(try await send("GET", server.base + "/v1/teams/ops?at=12").status == 200, "the copy is past 12")
+        // A record stream from before the window catches up from the copy too: seq 14's records (team `dev`).
+        // One more event: the window (one event) holds seq 15 only.
+        _ = try await send(
+            "POST", server.base + "/v1/ops",
+            body: op("team.update", "erin", ["team": "dev", "fields": ["intro": "x"] as KeyValuePairs<String, Any>, "ts": 2_100]))
+        let caughtUp = try await readEvents(server.base + "/v1/records?from=14") { $0.last?.id == 15 }
+        #expect(caughtUp.events.map(\.id) == [14, 15])
+        #expect(caughtUp.events.last?.data.first?.contains(#""seq":15,"ts":2100,"op":"team.update"}"#) == true)
+        #expect(caughtUp.events.first?.data.first == #"{"kind":"event","line":0,"seq":14,"ts":2000,"op":"team.create"}"#)
         // A copy that is gone: the server says so rather than answering from seq 1.
         #expect(rename(copy, copy + ".gone") == 0)
         let gone = try await send("GET", server.base + "/v1/teams/ops?at=14")
         #expect(gone.status == 500)
         #expect(gone.json["error"]?["code"] == .string("atBase"), "\(gone.body)")
+        let streamGone = try await readEvents(server.base + "/v1/records?from=14") { $0.last?.name != nil || $0.last?.id == 15 }
+        #expect(streamGone.status == 200)
+        #expect(streamGone.events.map(\.name) == ["error"], "\(streamGone.events)")
+        #expect(streamGone.events.first?.data.first?.contains(#""code":"atBase""#) == true)
         try await server.stop()
     }
 
@@ -638,3 +652,4 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 }
+
