@@ -190,6 +190,10 @@ extension Store {
         let projPath = env.path + "/" + ProjectionDatabases.directory
         let next = projPath + ".repaired"
         removeDirectoryTree(next)
+        // Whenever a signal stops the process, `next` holds garbage: the copy before the exchange (one
+        // step), the old projections after it.
+        let registered = Leftovers.register(next)
+        defer { Leftovers.unregister(registered) }
         guard mkdir(next, 0o755) == 0 else {
             throw StoreError.system("cannot create \(next)", call: "mkdir", path: next)
         }

@@ -29,7 +29,7 @@ struct Ingest: ParsableCommand {
 
     @Flag(
         help:
-            "Stream mode: keep reading a live feed (stdin, a FIFO, or a growing file) until it ends or SIGINT/SIGTERM.")
+            "Stream mode: keep reading a live feed (stdin, a FIFO, or a growing file) until it ends or SIGINT/SIGTERM/SIGHUP.")
     var follow = false
 
     @Option(help: "Stream mode: commit at the latest this many ms after the first uncommitted op.")
@@ -142,7 +142,7 @@ func format3(_ x: Double) -> String {
     return "\(scaled / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
 }
 
-/// SIGINT/SIGTERM in stream mode: note the request; the loop commits what it read and exits cleanly.
+/// SIGINT/SIGTERM/SIGHUP in stream mode: note the request; the loop commits what it read and exits cleanly.
 enum StopSignal {
     nonisolated(unsafe) static var flag: sig_atomic_t = 0
 
@@ -155,5 +155,6 @@ enum StopSignal {
         action.sa_flags = 0  // no SA_RESTART: a blocked poll or read returns EINTR and the loop sees the flag
         sigaction(SIGINT, &action, nil)
         sigaction(SIGTERM, &action, nil)
+        sigaction(SIGHUP, &action, nil)  // a closed terminal or ssh session: a clean stop too
     }
 }

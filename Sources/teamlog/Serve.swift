@@ -172,9 +172,9 @@ struct Serve: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             configuration: .init(
-                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger))
         // A second SIGTERM/SIGINT exits at once: what was acknowledged is committed, the log is consistent.
-        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let path = storeOptions.path
         let watcher = Task {
             var count = 0

@@ -79,7 +79,9 @@ struct LifecycleTests {
     /// Waits until clients have had some ops acknowledged (at least `ops`, or 60 s — up to 180 s while
     /// none is: the suite's first minute on two loaded cores once left a debug server unanswered for 60 s),
     /// then signals.
-    func signalMidLoad(_ child: ChildProcess, _ state: LoadState, ops: Int, signals: Int) async throws {
+    func signalMidLoad(
+        _ child: ChildProcess, _ state: LoadState, ops: Int, signals: Int, signal: Int32 = SIGTERM
+    ) async throws {
         let started = ContinuousClock.now
         while state.acknowledgedOps < ops {
             let waited = ContinuousClock.now - started
@@ -87,7 +89,7 @@ struct LifecycleTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         state.signal()
-        for _ in 0..<signals { child.kill(SIGTERM) }
+        for _ in 0..<signals { child.kill(signal) }
     }
 
     /// A store another writer holds: `serve` says so and exits 2 without reporting ready (a supervisor
@@ -156,14 +158,17 @@ struct LifecycleTests {
         #expect(report.seq == report.headSeq, "a clean stop leaves the projections at the head")
     }
 
-    @Test func sigtermMidLoadCommitsEveryAcknowledgedOpAndExitsZero() async throws {
+    /// SIGHUP (a closed terminal or ssh session) stops it as cleanly as SIGTERM.
+    @Test(arguments: [SIGTERM, SIGHUP]) func sigtermMidLoadCommitsEveryAcknowledgedOpAndExitsZero(signal: Int32)
+        async throws
+    {
         let directory = TemporaryDirectory("teamlog-serve")
         let (child, base) = try startServe(directory)
         try await waitUntilReady(base)
         let state = LoadState()
         let all = try await withWideClient { client in
             async let acked = load(base, clients: 16, client: client, state: state)
-            try await signalMidLoad(child, state, ops: 2_000, signals: 1)
+            try await signalMidLoad(child, state, ops: 2_000, signals: 1, signal: signal)
             return await acked
         }
         #expect(child.wait() == .exited(0))

@@ -281,7 +281,8 @@ import Testing
 
     // MARK: SIGTERM
 
-    @Test func sigtermMidFeedCommitsWhatItReadAndExitsZero() throws {
+    /// SIGHUP (a closed terminal or ssh session) is a clean stop as SIGTERM and SIGINT are.
+    @Test(arguments: [SIGTERM, SIGHUP]) func sigtermMidFeedCommitsWhatItReadAndExitsZero(signal: Int32) throws {
         let reference = try Self.reference.get()
         let directory = TemporaryDirectory("stream-term")
         let storePath = directory.child("store")
@@ -306,7 +307,7 @@ import Testing
                 chunk: 1 << 14, draining: child)
         }
         #expect(offset < reference.workload.count, "the SIGTERM should come mid-feed")
-        child.kill(SIGTERM)
+        child.kill(signal)
         let finished = Self.readToEnd(child, timeout: 20)
         if !finished { child.kill(SIGKILL) }
         let status = child.wait()
