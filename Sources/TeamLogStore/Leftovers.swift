@@ -6,8 +6,8 @@ import TeamLogThreads
     import Darwin
 #endif
 
-/// What a run stopped by a signal must not leave behind: the directories this process is making and
-/// would remove when done — a replay's scratch store (`ScratchStore`), a backup being copied, a verified
+/// What a run stopped by a signal must not leave behind: the directories (or, in a directory it was
+/// given, the files) this process is making and would remove when done — a replay's scratch store (`ScratchStore`), a backup being copied, a verified
 /// copy being written, a compaction's copy (or the old store it swapped out). The code that makes one registers it and unregisters it when the directory is
 /// removed or kept; `removeAll()` is for the process's signal handling (the CLI's), which calls it from
 /// an ordinary thread before letting the signal end the process.
@@ -42,8 +42,8 @@ public enum Leftovers {
         }
     }
 
-    /// Removes every registered directory with what is in it, and returns their paths; for a process about
-    /// to end. Files are unlinked whole, never truncated first (`removeDirectoryTree` shrinks large files
+    /// Removes every registered directory with what is in it (or file), and returns the paths that were
+    /// there; for a process about to end. Files are unlinked whole, never truncated first (`removeDirectoryTree` shrinks large files
     /// step by step): this process's other threads may still be reading or writing them through LMDB's
     /// maps, where a truncated file is a SIGBUS; an unlinked one stays whole until the process ends.
     @discardableResult
@@ -54,8 +54,14 @@ public enum Leftovers {
             registered.removeAll()
             return paths
         }
-        for path in paths { removeWhileInUse(path) }
-        return paths
+        var removed: [String] = []
+        for path in paths {
+            var st = stat()
+            guard lstat(path, &st) == 0 else { continue }  // not made yet (or already gone)
+            removeWhileInUse(path)
+            removed.append(path)
+        }
+        return removed
     }
 
     /// Removes `path` while other threads may still be making files in it (a scratch store being opened
@@ -63,6 +69,11 @@ public enum Leftovers {
     /// files unlinked until the directory can be removed (a file made between a listing and the `rmdir`
     /// is found by the next round).
     private static func removeWhileInUse(_ path: String) {
+        var st = stat()
+        if lstat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFDIR {
+            unlink(path)  // a file (what a run made in a directory it did not make)
+            return
+        }
         let aside = path + ".removing"
         let target = rename(path, aside) == 0 ? aside : path
         for _ in 0..<1_000 {

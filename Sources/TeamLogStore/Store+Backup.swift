@@ -65,9 +65,11 @@ extension Store {
                     cause: error == EEXIST ? nil : SystemCallError("mkdir", error), path: path)
             }
         }
-        // A signal that stops the process mid-copy (the CLI's Ctrl-C) removes what this call created.
-        let leftover = created ? Leftovers.register(path) : nil
-        defer { leftover.map(Leftovers.unregister) }
+        // A signal that stops the process mid-copy (the CLI's Ctrl-C) removes what this call created: the
+        // directory, or what it makes in the empty one it was given.
+        let made = created ? [path] : [path + "/" + ProjectionDatabases.directory] + ["data.mdb", "lock.mdb"].map { path + "/" + $0 } + [Environment.copyInProgress(in: path)]
+        let leftovers = made.map { Leftovers.register($0) }
+        defer { leftovers.forEach(Leftovers.unregister) }
         let projPath = path + "/" + ProjectionDatabases.directory
         do {
             guard mkdir(projPath, 0o755) == 0 else {

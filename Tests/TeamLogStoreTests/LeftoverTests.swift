@@ -149,6 +149,14 @@ import Testing
         #expect(seen)
         #expect(!Leftovers.paths.contains(copy))
         #expect(access(copy + "/data.mdb", F_OK) == 0, "a finished backup is kept")
+
+        // Into an empty directory it was given: what it makes there, not the directory.
+        let given = dir.child("given")
+        #expect(mkdir(given, 0o755) == 0)
+        var listed: [String] = []
+        _ = try store.backup(to: given) { _ in listed = Leftovers.paths.filter { $0.hasPrefix(given) } }
+        #expect(Set(listed) == [given + "/proj", given + "/data.mdb", given + "/lock.mdb", given + "/data.mdb.partial"])
+        #expect(!Leftovers.paths.contains { $0.hasPrefix(given) })
     }
 
     private func setAge(_ path: String, seconds: Int) {
