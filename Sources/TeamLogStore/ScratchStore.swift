@@ -57,6 +57,28 @@ public final class ScratchStore {
         }
     }
 
+    /// Applies one replayed event (`Store.applyReplayed`; its outputs are then the store's
+    /// `pendingOutputsScratch`), ending a batch every `batchSize` events (a checkpoint when one is due; a
+    /// commit for a store with a log), releasing the maps' resident pages every `Store.releaseInterval`
+    /// events and reporting `progress` every 65,536 seqs: a replay's step, and a record reader's.
+    func apply(_ event: Event, batchSize: Int, progress: ((Int) -> Void)?) throws {
+        let target = store
+        try owning {
+            try target.applyReplayed(event)
+            if target.projectionsOnly {
+                if event.seq % UInt64(batchSize) == 0 { try target.replayedBatchDone() }
+            } else if target.pendingCount >= batchSize {
+                try target.commit()
+            }
+        }
+        if event.seq % Store.releaseInterval == 0 {
+            // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
+            target.env.releaseResidentPages()
+            target.projectionEnv.releaseResidentPages()
+        }
+        if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
+    }
+
     /// Closes the store and removes its directory.
     public func remove() {
         guard !removed else { return }
@@ -406,22 +428,7 @@ extension Store {
         batchSize: Int = 8_192, checking opIds: OpIdIndexCheck? = nil, progress: ((Int) -> Void)?
     ) throws {
         let target = scratch.store
-        func apply(_ event: Event) throws {
-            try scratch.owning {
-                try target.applyReplayed(event)
-                if target.projectionsOnly {
-                    if event.seq % UInt64(batchSize) == 0 { try target.replayedBatchDone() }
-                } else if target.pendingCount >= batchSize {
-                    try target.commit()
-                }
-            }
-            if event.seq % Store.releaseInterval == 0 {
-                // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
-                target.env.releaseResidentPages()
-                target.projectionEnv.releaseResidentPages()
-            }
-            if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
-        }
+        func apply(_ event: Event) throws { try scratch.apply(event, batchSize: batchSize, progress: progress) }
         let start = chainFrom.map { (seq: after, hash: $0) } ?? (seq: 0, hash: HashChain.genesis)
         let walk =
             try replayOnTwoCores(txn, upTo: upTo, after: after, from: start, checking: opIds, apply)

@@ -88,15 +88,7 @@ public final class RecordReader {
             try log.forEachEvent(
                 from: position + 1, to: to,
                 { event in
-                    try scratch.owning {
-                        try target.applyReplayed(event)
-                        if event.seq % 8_192 == 0 { try target.replayedBatchDone() }
-                    }
-                    if event.seq % Store.releaseInterval == 0 {
-                        target.env.releaseResidentPages()
-                        target.projectionEnv.releaseResidentPages()
-                    }
-                    if event.seq & 0xFFFF == 0 { progress?(Int(event.seq)) }
+                    try scratch.apply(event, batchSize: 8_192, progress: progress)
                     var records: [Record] = []
                     records.reserveCapacity(target.pendingOutputsScratch.count + 1)
                     if case .membersSync = event.op.body {
