@@ -89,9 +89,10 @@ final class ParsePipeline: @unchecked Sendable {
                     _ = handOver()
                     break
                 }
-                // Batch: wait for input as long as it takes. Live and idle: wait a while (then look for a
-                // stop); live with lines in hand: only see whether more are there already.
-                let timeout: Int? = mode == .batch ? nil : chunk.isEmpty ? 50 : 0
+                // Batch: wait for input in 200 ms steps (a pipe gone quiet: hand over the lines in hand and
+                // look for a stop request). Live and idle: wait a while (then look for
+                // a stop); live with lines in hand: only see whether more are there already.
+                let timeout = mode == .batch ? 200 : chunk.isEmpty ? 50 : 0
                 switch try reader.next(timeoutMs: timeout) {
                 case .line(let line):
                     var parsed = ParsedLine.parse(line)
@@ -99,7 +100,6 @@ final class ParsePipeline: @unchecked Sendable {
                     chunk.append(parsed)
                     if chunk.count == chunkSize { guard handOver() else { return } }
                 case .timeout:
-                    guard mode == .live else { continue }
                     guard handOver() else { return }
                 case .end:
                     _ = handOver()

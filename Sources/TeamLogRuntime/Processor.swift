@@ -34,6 +34,8 @@ public final class Processor {
         public var rejected = 0
         public var duplicates = 0
         public var commits = 0
+        /// The number of the last input line answered (0 before the first): where a stopped run ends.
+        public var lastLine = 0
     }
 
     public let store: Store
@@ -84,6 +86,7 @@ public final class Processor {
 
     /// Handles one input line that was already read and parsed.
     public func process(_ parsed: ParsedLine) throws {
+        summary.lastLine = parsed.number
         guard let result = parsed.result else { return }  // blank lines are not ops
         summary.lines += 1
         switch result {
@@ -281,16 +284,35 @@ public final class Processor {
     /// Reads every line of `reader`, then commits. Reading and parsing run on a second thread, a few
     /// chunks ahead of this one, which decides and applies in input order; each full batch is written
     /// and fsynced by the store's committer thread while this one works on the next.
-    public func run(_ reader: inout LineReader) throws {
+    ///
+    /// When `stopRequested()` turns true (looked at between chunks, and every 200 ms while the input is quiet) the reading thread stops reading;
+    /// every line it had read is still answered, committed and printed, as in stream mode (a producer on a
+    /// pipe cannot send those again), and it returns false: the input after `summary.lastLine` was not
+    /// read. True when it read the input to its end.
+    @discardableResult
+    public func run(_ reader: inout LineReader, stopRequested: () -> Bool = { false }) throws -> Bool {
         let pipeline = ParsePipeline(reader: reader)
         try pipeline.start()
         pipelined = true
         defer { pipelined = false }
+        var stopped = false
         do {
-            while let chunk = try pipeline.next() {
-                for parsed in chunk { try process(parsed) }
-                if let progress, let last = chunk.last { progress(last.endOffset) }
-                pipeline.recycle(chunk)
+            reading: while true {
+                if !stopped && stopRequested() {
+                    stopped = true
+                    pipeline.requestStop()
+                }
+                // In 200 ms steps, so a stop is seen while a pipe is quiet.
+                switch try pipeline.next(timeoutMs: 200) {
+                case .chunk(let chunk):
+                    for parsed in chunk { try process(parsed) }
+                    if let progress, let last = chunk.last { progress(last.endOffset) }
+                    pipeline.recycle(chunk)
+                case .timeout:
+                    continue
+                case .end:
+                    break reading
+                }
             }
         } catch {
             pipeline.finish()
@@ -299,6 +321,7 @@ public final class Processor {
         }
         pipeline.finish()
         try commit()
+        return !stopped
     }
 
     private func reject(_ line: Int, _ opId: Id?, _ rejection: Rejection) {

@@ -105,6 +105,28 @@ extension StoreError {
 }
 
 extension StoreError {
+    /// A directory with a store's projections (`proj/`) or a copy's unfinished file but no log (`data.mdb`),
+    /// which is no verified copy: what a `backup` stopped midway leaves (it copies the projections first,
+    /// then the log, each under a temporary name renamed when whole). It is refused as it is — before, the
+    /// error said `teamlog ingest --store` would create a store there, and that made an empty log under the
+    /// copied projections: a store that holds events its log does not.
+    static func projectionsWithoutLog(_ path: String) -> StoreError? {
+        guard access(path + "/data.mdb", F_OK) != 0, !Store.isVerifiedCopy(path) else { return nil }
+        let projPath = path + "/" + ProjectionDatabases.directory
+        let hasProjections = access(projPath + "/data.mdb", F_OK) == 0
+        let partial: [String] = [Environment.copyInProgress(in: path), Environment.copyInProgress(in: projPath)]
+            .filter { (file: String) in access(file, F_OK) == 0 }
+        guard hasProjections || !partial.isEmpty else { return nil }
+        let holds = hasProjections ? "projections (proj/)" : "part of a copy"
+        let unfinished = partial.isEmpty ? "" : " (a copy never finished: \(partial.joined(separator: ", ")))"
+        return StoreError(
+            code: .notAStore,
+            message: "\(path) is not a whole store: it holds \(holds) but no log (data.mdb)\(unfinished) — "
+                + "what a `teamlog backup` stopped midway leaves, as it copies the projections first and the log "
+                + "second. Remove it and make the copy again; nothing will write a log into it",
+            path: path)
+    }
+
     /// The free bytes of `path`'s file system, if it can be asked.
     static func freeBytes(_ path: String) -> UInt64? {
         var fs = statvfs()

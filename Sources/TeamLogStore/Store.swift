@@ -239,6 +239,7 @@ public final class Store {
         envOptions.noSync = options.noSync
         envOptions.readOnly = options.readOnly
         try options.requestedConfig.validate()
+        if !options.projectionsAheadOfLog, let unfinished = StoreError.projectionsWithoutLog(path) { throw unfinished }
         if !options.readOnly {
             if Self.isVerifiedCopy(path) {
                 throw StoreError(

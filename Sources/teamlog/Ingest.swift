@@ -97,12 +97,20 @@ struct Ingest: ParsableCommand {
         }
         var reader = LineReader(fd: fd, follow: follow)
         let start = monotonicSeconds()
+        StopSignal.install()
+        var complete = true
         do {
             if follow {
-                StopSignal.install()
                 try processor.follow(reader, flushMs: max(0, flushMs)) { StopSignal.requested }
             } else {
-                try processor.run(&reader)
+                complete = try processor.run(&reader) {
+                    guard StopSignal.requested else { return false }
+                    progress.clear()
+                    printErr(
+                        "teamlog: \(StopSignal.name): stopping: the lines read so far are answered and committed "
+                            + "(the same signal again stops at once, as a crash would)")
+                    return true
+                }
             }
         } catch {
             progress.clear()
@@ -126,6 +134,19 @@ struct Ingest: ParsableCommand {
         // set object by object on the way out took a twentieth of a 400,000-op ingest's main thread (perf:
         // `Store.deinit`, millions of small allocations); the exit that follows frees it at once.
         keepUntilExit(store)
+        if !complete {
+            // Not the end of the input: a script must not go on as if it were, so the run ends by the
+            // signal (the status a shell or supervisor sees is the signal's), after saying where to resume.
+            let next = s.lastLine + 1
+            let resume =
+                file == "-"
+                ? "the rest of standard input (from its line \(next)) was not read"
+                : "the input from line \(next) was not read; to go on: tail -n +\(next) \(file) | teamlog ingest - --store \(storeOptions.path)"
+            printErr(
+                "teamlog: \(StopSignal.name): stopped after line \(s.lastLine), every line through it answered and "
+                    + "committed; \(resume)")
+            Interrupts.endBySignal(StopSignal.signal)
+        }
     }
 }
 
@@ -142,17 +163,29 @@ func format3(_ x: Double) -> String {
     return "\(scaled / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
 }
 
-/// SIGINT/SIGTERM/SIGHUP in stream mode: note the request; the loop commits what it read and exits cleanly.
+/// SIGINT/SIGTERM/SIGHUP in `ingest`: note the request; the run answers and commits what it read and
+/// stops cleanly (stream mode: exit 0; a file: the summary, where to resume, then the signal's status).
+/// The handler is reset when it runs, so the same signal again ends the process at once — as a crash would,
+/// which the store recovers from.
 enum StopSignal {
     nonisolated(unsafe) static var flag: sig_atomic_t = 0
 
     static var requested: Bool { flag != 0 }
 
+    /// The signal that asked for the stop (0 before one did).
+    static var signal: Int32 { Int32(flag) }
+
+    static var name: String { Interrupts.name(of: signal) }
+
     static func install() {
         var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in StopSignal.flag = 1 }
+        action.__sigaction_handler.sa_handler = { signal in
+            if StopSignal.flag == 0 { StopSignal.flag = sig_atomic_t(signal) }
+        }
         sigemptyset(&action.sa_mask)
-        action.sa_flags = 0  // no SA_RESTART: a blocked poll or read returns EINTR and the loop sees the flag
+        // No SA_RESTART: a blocked poll or read returns EINTR and the loop sees the flag. SA_RESETHAND: the
+        // default action again for the next one.
+        action.sa_flags = Int32(bitPattern: UInt32(SA_RESETHAND))
         sigaction(SIGINT, &action, nil)
         sigaction(SIGTERM, &action, nil)
         sigaction(SIGHUP, &action, nil)  // a closed terminal or ssh session: a clean stop too

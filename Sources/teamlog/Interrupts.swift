@@ -41,21 +41,11 @@ enum Interrupts {
                     let signal = Int32(number)
                     let removed = Leftovers.removeAll()
                     if !removed.isEmpty {
-                        let name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP"
                         // After a progress line a terminal still shows: a line of its own.
                         let newline = isatty(2) != 0 ? "\n" : ""
-                        printErr("\(newline)teamlog: \(name): removed \(removed.joined(separator: ", "))")
+                        printErr("\(newline)teamlog: \(name(of: signal)): removed \(removed.joined(separator: ", "))")
                     }
-                    var action = sigaction()
-                    sigemptyset(&action.sa_mask)
-                    action.__sigaction_handler.sa_handler = nil  // SIG_DFL
-                    sigaction(signal, &action, nil)
-                    var only = sigset_t()
-                    sigemptyset(&only)
-                    sigaddset(&only, signal)
-                    pthread_sigmask(SIG_UNBLOCK, &only, nil)
-                    raise(signal)
-                    _exit(128 + signal)  // not reached: the default action of the three ends the process
+                    endBySignal(signal)
                 }) != nil
         else { return }
         for signal in [SIGINT, SIGTERM, SIGHUP] {
@@ -69,6 +59,31 @@ enum Interrupts {
                 _ = write(Interrupts.pipeWrite, &number, 1)
             }
             sigaction(signal, &action, nil)
+        }
+    }
+
+    /// Ends the process by `signal` with its default action (SIGINT, SIGTERM, SIGHUP: termination), so the
+    /// status a shell or supervisor sees is the signal's — a shell script stops at a child's SIGINT.
+    static func endBySignal(_ signal: Int32) -> Never {
+        var action = sigaction()
+        sigemptyset(&action.sa_mask)
+        action.__sigaction_handler.sa_handler = nil  // SIG_DFL
+        sigaction(signal, &action, nil)
+        var only = sigset_t()
+        sigemptyset(&only)
+        sigaddset(&only, signal)
+        pthread_sigmask(SIG_UNBLOCK, &only, nil)
+        raise(signal)
+        _exit(128 + signal)  // not reached: the default action of the three ends the process
+    }
+
+    /// `SIGINT`, `SIGTERM`, `SIGHUP`, or the number.
+    static func name(of signal: Int32) -> String {
+        switch signal {
+        case SIGINT: "SIGINT"
+        case SIGTERM: "SIGTERM"
+        case SIGHUP: "SIGHUP"
+        default: "signal \(signal)"
         }
     }
 

@@ -301,12 +301,60 @@ import Testing
                 #expect(throws: StoreError.self, "kill \(point): no log file, no store") {
                     try Store(path: copyPath, options: Self.readOnly, loadState: false)
                 }
+                // Nor does a writer make one of it (an empty log under copied projections), once the copy
+                // has begun (the kill may have come before it made anything).
+                let begun = access(copyPath + "/proj", F_OK) == 0
+                if begun {
+                    #expect(throws: StoreError.self, "kill \(point): a writer refuses it") { try Store(path: copyPath) }
+                    #expect(access(copyPath + "/data.mdb", F_OK) != 0, "kill \(point): no log was made")
+                }
             }
         }
         let source = try Store(path: path, options: Self.readOnly, loadState: false)
         defer { source.close() }
         let report = try source.backup(to: directory.child("after"))
         #expect(report.headSeq == (try source.head().seq) && report.lag == 0)
+    }
+
+    /// What a backup stopped between its two copies leaves — the projections whole, the log's copy under its
+    /// temporary name — is named as that by readers and writers alike, and no command writes a log into it.
+    /// Before, the error said `teamlog ingest --store COPY` would create a store there; that made an empty
+    /// log under the copied projections, and the copy's data was then only good for `repair` to discard.
+    @Test func aCopyStoppedBeforeItsLogIsRefusedAsAnUnfinishedCopy() throws {
+        let directory = TemporaryDirectory("backup-unfinished")
+        let path = directory.child("store")
+        let store = try Store(path: path, options: .checkpointing(every: 100))
+        let processor = Processor(store: store, clock: { 1_000_000 }) { _ in }
+        try Self.feed(processor, 0..<300)
+        store.close()
+        let copyPath = directory.child("copy")
+        let source = try Store(path: path, options: Self.readOnly, loadState: false)
+        _ = try source.backup(to: copyPath)
+        source.close()
+        // The log's copy in the making: `data.mdb` not yet renamed into place.
+        #expect(rename(copyPath + "/data.mdb", Environment.copyInProgress(in: copyPath)) == 0)
+        unlink(copyPath + "/lock.mdb")
+
+        for arguments in [
+            ["status", "--store", copyPath], ["ingest", "/dev/null", "--store", copyPath],
+            ["repair", "--store", copyPath], ["team", "--store", copyPath, "t0"],
+        ] {
+            let child = try ChildProcess(TestSupport.teamlogExecutable, arguments, stderr: directory.child("err"))
+            _ = try child.readToEnd(timeout: 60)
+            let status = child.wait()
+            let stderr = readTextFile(directory.child("err"))
+            #expect(status != .exited(0), "\(arguments[0]): \(stderr)")
+            #expect(
+                stderr.contains("\(copyPath) is not a whole store: it holds projections (proj/) but no log (data.mdb)")
+                    && stderr.contains("a copy never finished: \(Environment.copyInProgress(in: copyPath))") && !stderr.contains("creates one"),
+                "\(arguments[0]): \(stderr)")
+            #expect(access(copyPath + "/data.mdb", F_OK) != 0, "\(arguments[0]) wrote no log into the copy")
+        }
+        // The files it holds are as the backup left them: moved back, the copy is whole.
+        #expect(rename(Environment.copyInProgress(in: copyPath), copyPath + "/data.mdb") == 0)
+        let copy = try Store(path: copyPath, options: Self.readOnly, loadState: false)
+        defer { copy.close() }
+        #expect(try copy.audit().ok)
     }
 
     /// A reader opened before a writer in another process grew both maps (`MDB_MAP_RESIZED` when the
