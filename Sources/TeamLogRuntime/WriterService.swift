@@ -135,6 +135,11 @@ public final class WriterService: @unchecked Sendable {
     /// projections and of the log, `status`.
     public var store: Store? { monitor.locked { _store } }
 
+    /// Whether it was stopped while its open waited for another writer's lock (`waitForWriter`), so never
+    /// opened the store.
+    public var stoppedWaitingForWriter: Bool { monitor.locked { _stoppedWaiting } }
+    private var _stoppedWaiting = false
+
     /// The store's settings (read at open; the defaults until then).
     public var config: Config { monitor.locked { _config } }
 
@@ -274,8 +279,18 @@ public final class WriterService: @unchecked Sendable {
     private func run() {
         let store: Store
         do {
-            store = try Store(path: path, options: options.store)
+            var storeOptions = options.store
+            // A stop while it waits for another writer's lock ends the wait (and the service) at once.
+            storeOptions.stopWaitingForWriter = { [weak self] in self?.monitor.locked { self?.stopRequested } ?? true }
+            store = try Store(path: path, options: storeOptions)
         } catch {
+            if (error as? StoreError)?.code == .writerBusy && monitor.locked({ stopRequested }) {
+                monitor.locked {  // asked to stop before it had a store: nothing to close
+                    _state = .stopped
+                    _stoppedWaiting = true
+                }
+                return
+            }
             fail("cannot open store \(path): \(error)", store: nil)
             return waitForStop()
         }

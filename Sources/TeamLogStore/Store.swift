@@ -45,6 +45,9 @@ public final class Store {
         public var partitionRole: PartitionRole = .unchecked
         /// When another process holds the writer lock: wait for it (true) or fail at once (false).
         public var waitForWriter: Bool = false
+        /// While waiting for the writer lock (`waitForWriter`): looked at every 50 ms; when it turns true the
+        /// open gives up (`writerBusy`, "stopped waiting") — a server asked to stop while it waits.
+        public var stopWaitingForWriter: (@Sendable () -> Bool)?
         /// Verify the whole hash chain when opening for writing (a hash-only scan of every record). Off by
         /// default: a writer verifies the log after the projections' checkpoint as it replays it, checks
         /// that the checkpoint's hash is the log's at that seq, and chains every batch it appends; `audit`
@@ -258,7 +261,8 @@ public final class Store {
             if mkdir(path, 0o755) != 0 && errno != EEXIST {
                 throw StoreError.system("cannot create store directory \(path)", call: "mkdir", path: path)
             }
-            writerLock = try WriterLock(directory: path, wait: options.waitForWriter)
+            writerLock = try WriterLock(
+                directory: path, wait: options.waitForWriter, giveUp: options.stopWaitingForWriter)
         }
         do {
             env = try Environment(path: path, options: envOptions)

@@ -13,7 +13,9 @@
 final class WriterLock {
     private var fd: Int32
 
-    init(directory: String, wait: Bool) throws {
+    /// `giveUp`, when given, is looked at every 50 ms while waiting (a blocking `flock` otherwise); when it
+    /// turns true the wait ends with `writerBusy`.
+    init(directory: String, wait: Bool, giveUp: (() -> Bool)? = nil) throws {
         // The descriptor becomes `fd` only once the lock is held: a throwing initializer of a class whose
         // properties are all set runs `deinit`, which would close the descriptor a second time — by then
         // perhaps another file's or socket's (a server's listening socket died of EBADF that way).
@@ -34,8 +36,17 @@ final class WriterLock {
                             + "one writer per store: wait for it to finish (`ingest` and `serve` take --wait to wait "
                             + "for it)", path: directory)
                 }
-                while flock(descriptor, LOCK_EX) != 0 {
-                    if errno != EINTR {
+                while flock(descriptor, giveUp == nil ? LOCK_EX : LOCK_EX | LOCK_NB) != 0 {
+                    if let giveUp, errno == EWOULDBLOCK || errno == EAGAIN {
+                        if giveUp() {
+                            close(descriptor)
+                            throw StoreError(
+                                code: .writerBusy,
+                                message: "stopped waiting for store \(directory)'s writer lock, which another process "
+                                    + "holds\(holder.map { " (pid \($0))" } ?? ""); nothing was opened", path: directory)
+                        }
+                        usleep(50_000)
+                    } else if errno != EINTR {
                         close(descriptor)
                         throw StoreError.system("cannot lock \(path)", call: "flock", path: path)
                     }

@@ -198,6 +198,8 @@ struct Serve: AsyncParsableCommand {
                 await group.triggerGracefulShutdown()  // said below, before exiting 2
                 return
             }
+            // Stopped while it waited for another writer's lock (`--wait`): it never served.
+            guard writer.state == .ready else { return }
             // A partition says it serves once it consumes its stream too: a NATS that cannot be reached
             // fails the group (exit 3) without a "serving" line before it.
             while worker != nil && !consuming.isSet && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
@@ -218,6 +220,9 @@ struct Serve: AsyncParsableCommand {
         }
         watcher.cancel()
         opened.cancel()
+        if writer.stoppedWaitingForWriter {
+            printErr("teamlog: stopped while waiting for the store's writer lock; the store was not opened")
+        }
         if case .failed(let why) = writer.state {
             printErr("teamlog: \(why)")
             throw ExitCode(2)

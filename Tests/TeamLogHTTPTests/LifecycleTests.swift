@@ -108,6 +108,21 @@ struct LifecycleTests {
         #expect(!refused.lines.contains { $0.contains("serving") }, "\(refused.lines)")
         #expect(readTextFile(directory.child("refused.err")).contains("another process"))
 
+        // One SIGTERM stops a server that waits: it never opened the store, so there is nothing to finish.
+        // (Before, the open's blocking lock held the graceful stop until a second signal.)
+        let stopped = try ChildProcess(
+            TestSupport.teamlogExecutable, arguments + ["--wait"], stderr: directory.child("stopped.err"))
+        #expect(try stopped.readLine(timeout: 1.5) == nil, "not serving while the lock is held")
+        stopped.kill(SIGTERM)
+        let stoppedAt = MonotonicClock.seconds()
+        _ = try stopped.readToEnd(timeout: 30)
+        #expect(stopped.wait() == .exited(0))
+        #expect(MonotonicClock.seconds() - stoppedAt < 10, "one SIGTERM ends the wait")
+        let stoppedErr = readTextFile(directory.child("stopped.err"))
+        #expect(stoppedErr.contains("stopped while waiting for the store's writer lock"), "\(stoppedErr)")
+        #expect(!stoppedErr.contains("second"), "\(stoppedErr)")
+        #expect(!stopped.lines.contains { $0.contains("serving") }, "\(stopped.lines)")
+
         let waiting = try ChildProcess(
             TestSupport.teamlogExecutable, arguments + ["--wait"], stderr: directory.child("waiting.err"))
         #expect(try waiting.readLine(timeout: 1.5) == nil, "not serving while the lock is held")
