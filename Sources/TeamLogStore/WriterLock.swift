@@ -80,15 +80,61 @@ final class WriterLock {
         return text.isEmpty ? nil : text
     }
 
-    /// The pid of the process holding the lock of the store in `directory`, if one is running (read from
-    /// the lock file, which a holder writes its pid into and empties on release; a pid left by a killed
-    /// holder is reported only while a process with that pid lives).
+    /// The pid of the process holding the lock of the store in `directory`, if one is running. Where the
+    /// kernel lists its locks (`/proc/locks`, Linux) the answer is the holder of the `flock` on the file, seen
+    /// without touching it; elsewhere the pid a holder writes into the file (and empties on release), when a
+    /// process with that pid lives — which a killed holder's pid, reused by another process, also passes
+    /// (a trial saw `status` name an unrelated process as the writer).
     static func holder(directory: String) -> Int32? {
         let fd = open(directory + "/writer.lock", O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        guard let text = readHolder(fd), let pid = Int32(text), pid > 0 else { return nil }
+        let written = readHolder(fd).flatMap { Int32($0) }.flatMap { $0 > 0 ? $0 : nil }
+        var st = stat()
+        if fstat(fd, &st) == 0, let locks = readWholeFile("/proc/locks") {
+            return flockHolder(of: st, written: written, in: locks)
+        }
+        guard let pid = written else { return nil }
         return kill(pid, 0) == 0 || errno == EPERM ? pid : nil
+    }
+
+    /// The pid holding an exclusive `flock` on the file `st` describes, from `/proc/locks` lines such as
+    /// `1: FLOCK  ADVISORY  WRITE 5490 fe:00:16269514 0 EOF` (device major:minor in hex, inode in decimal).
+    /// A lock on the same inode number whose device does not read as the file's (a file system whose
+    /// `stat` and lock table name devices differently) counts when its pid is the one the holder wrote.
+    static func flockHolder(of st: stat, written: Int32?, in locks: String) -> Int32? {
+        let dev = UInt64(st.st_dev)
+        let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & ~UInt64(0xfff))
+        let minor = (dev & 0xff) | ((dev >> 12) & ~UInt64(0xff))
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            // "N:" "FLOCK" "ADVISORY" "WRITE" pid "maj:min:inode" start end; a waiter's line has "->" after "N:".
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE", let pid = Int32(fields[4]) else {
+                continue
+            }
+            let place = fields[5].split(separator: ":")
+            guard place.count == 3, let inode = UInt64(place[2]), inode == UInt64(st.st_ino) else { continue }
+            let sameDevice = UInt64(place[0], radix: 16) == major && UInt64(place[1], radix: 16) == minor
+            if sameDevice || pid == written { return pid }
+        }
+        return nil
+    }
+
+    /// A small file's bytes as text (for `/proc` files, whose size `stat` reports as 0).
+    private static func readWholeFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16 << 10)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            bytes += chunk[..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Releases the lock (idempotent).

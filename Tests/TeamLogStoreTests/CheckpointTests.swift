@@ -365,6 +365,11 @@ import Testing
         let done = try JSONParser.parse(try #require(after.lines.first))
         #expect(done["lag"]?.intValue == 0, "a clean stop writes a last checkpoint")
         #expect(done["writerPid"] == .null)
+        // A writer killed with its pid left in the lock file, the pid since reused by a live process (this
+        // one): the kernel's lock table, not the pid, says whether a writer runs.
+        try CrashSafetyTests.writeFile(path + "/writer.lock", Array("\(getpid())\n".utf8))
+        let reused = try ChildProcess.run(exe, ["status", "--store", path, "--json"], timeout: 30)
+        #expect(try JSONParser.parse(try #require(reused.lines.first))["writerPid"] == .null, "no one holds the lock")
         let found = try ChildProcess.run(exe, ["team", "lag1", "--store", path, "--json"], timeout: 30)
         #expect(found.status == .exited(0))
         #expect(try JSONParser.parse(try #require(found.lines.first))["memberCount"]?.intValue == 2)
