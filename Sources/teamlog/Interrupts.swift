@@ -92,11 +92,7 @@ enum Interrupts {
     static func removeAbandonedScratchStores() {
         for found in ScratchStore.removeAbandoned() {
             printErr(
-                "teamlog: removed \(found.path) (\(megabytes(found.bytes))), the scratch store of a run that was killed")
+                "teamlog: removed \(found.path) (\(Progress.bytes(found.bytes))), the scratch store of a run that was killed")
         }
-    }
-
-    private static func megabytes(_ bytes: Int) -> String {
-        bytes >= 10 << 20 ? "\(bytes >> 20) MB" : "\((bytes * 10 >> 20) / 10).\((bytes * 10 >> 20) % 10) MB"
     }
 }

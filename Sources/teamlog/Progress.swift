@@ -130,18 +130,25 @@ final class Progress {
         case .count(let noun):
             return withUnit ? "\(n) \(noun)" : "\(n)"
         case .bytes:
-            let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-            var scale = 0
-            while scale < units.count - 1 && reference >= 1 << (10 * (scale + 1)) { scale += 1 }
-            let number: String
-            if scale == 0 {
-                number = "\(n)"
-            } else {
-                let tenths = (n * 10 + (1 << (10 * scale - 1))) >> (10 * scale)  // rounded to 0.1
-                number = "\(tenths / 10).\(tenths % 10)"
-            }
-            return withUnit ? number + " " + units[scale] : number
+            return Self.bytes(n, scaledLike: reference, withUnit: withUnit)
         }
+    }
+
+    /// `n` bytes in the binary unit `reference` calls for (itself by default), one decimal from KiB up:
+    /// `512 B`, `1.5 KiB`, `329.0 MiB`.
+    static func bytes(_ n: Int, scaledLike reference: Int? = nil, withUnit: Bool = true) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        let reference = reference ?? n
+        var scale = 0
+        while scale < units.count - 1 && reference >= 1 << (10 * (scale + 1)) { scale += 1 }
+        let number: String
+        if scale == 0 {
+            number = "\(n)"
+        } else {
+            let tenths = (n * 10 + (1 << (10 * scale - 1))) >> (10 * scale)  // rounded to 0.1
+            number = "\(tenths / 10).\(tenths % 10)"
+        }
+        return withUnit ? number + " " + units[scale] : number
     }
 
     /// `12 s`, `7 min`, `3 h`: whole units, rounded up.

@@ -44,6 +44,11 @@ struct Serve: AsyncParsableCommand {
         help: "Seconds a connection may send nothing, between requests or within a request's body, before it is closed (0: never; a response being sent is not idle).")
     var idleTimeoutS: Double = ServerConfiguration().idleTimeoutSeconds ?? 0
 
+    @Option(
+        help:
+            "Seconds a stop (SIGTERM, SIGINT, SIGHUP) waits for requests in flight before closing their connections; the writer then commits what it was given and checkpoints (0: wait for them however long).")
+    var shutdownTimeoutS: Double = 20
+
     @Option(help: "Committed events whose records the record stream keeps for resuming (in memory).")
     var streamWindow: Int = WriterService.Options().streamWindow
 
@@ -95,6 +100,9 @@ struct Serve: AsyncParsableCommand {
         }
         guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
         guard idleTimeoutS >= 0, idleTimeoutS.isFinite else { throw ValidationError("--idle-timeout-s must be 0 or more") }
+        guard shutdownTimeoutS >= 0, shutdownTimeoutS.isFinite else {
+            throw ValidationError("--shutdown-timeout-s must be 0 or more")
+        }
         // Asked for and not given, each would serve what the operator meant to close or route.
         if protectReads && tokenFile == nil { throw ValidationError("--protect-reads needs --token-file") }
         if cluster.nats == nil && partition != nil {
@@ -170,16 +178,32 @@ struct Serve: AsyncParsableCommand {
         if let worker {
             services.append(PartitionService(writer: writer, cluster: cluster, options: worker, consuming: consuming))
         }
-        let group = ServiceGroup(
-            configuration: .init(
-                services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger))
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
+        // Past it the group cancels its services: the server closes the connections still open (a stalled
+        // upload, a long export, a `?at=` replay's answer), the writer stops as on a graceful stop.
+        let shutdownTimeout = shutdownTimeoutS > 0 ? Duration.milliseconds(Int64(shutdownTimeoutS * 1_000)) : nil
+        groupConfiguration.maximumGracefulShutdownDuration = shutdownTimeout
+        let group = ServiceGroup(configuration: groupConfiguration)
         // A second SIGTERM/SIGINT exits at once: what was acknowledged is committed, the log is consistent.
         let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let path = storeOptions.path
+        let timeoutSeconds =
+            shutdownTimeoutS == shutdownTimeoutS.rounded() ? "\(Int(shutdownTimeoutS))" : "\(shutdownTimeoutS)"
         let watcher = Task {
             var count = 0
+            var overdue: Task<Void, Never>?
+            defer { overdue?.cancel() }
             for await signal in signals {
                 count += 1
+                if count == 1, let shutdownTimeout {
+                    overdue = Task {
+                        guard (try? await Task.sleep(for: shutdownTimeout)) != nil else { return }
+                        printErr(
+                            "teamlog: requests still in flight \(timeoutSeconds) s after \(signal): closing their "
+                                + "connections (--shutdown-timeout-s)")
+                    }
+                }
                 if count >= 2 {
                     // A `?at=` replay's scratch store in the making is not left under $TMPDIR.
                     let removed = Leftovers.removeAll()
@@ -220,6 +244,9 @@ struct Serve: AsyncParsableCommand {
         }
         watcher.cancel()
         opened.cancel()
+        // A `?at=` replay whose answer was cut by --shutdown-timeout-s: its scratch store goes with the process.
+        let removed = Leftovers.removeAll()
+        if !removed.isEmpty { printErr("teamlog: removed \(removed.joined(separator: ", ")) (replays cut short)") }
         if writer.stoppedWaitingForWriter {
             printErr("teamlog: stopped while waiting for the store's writer lock; the store was not opened")
         }

@@ -134,6 +134,41 @@ struct LifecycleTests {
         #expect(waiting.wait() == .exited(0))
     }
 
+    /// A client that stalls in the middle of a request's body does not hold a stop for the idle timeout
+    /// (a trial saw 59 s): past `--shutdown-timeout-s` the server closes the connections still open, says
+    /// so, and the writer stops as on any graceful stop — what was acknowledged is committed and checkpointed.
+    @Test func aStalledUploadHoldsAStopOnlyForTheShutdownTimeout() async throws {
+        let directory = TemporaryDirectory("serve-stalled-stop")
+        let child = try ChildProcess(
+            TestSupport.teamlogExecutable,
+            [
+                "serve", "--store", directory.child("store"), "--listen", "127.0.0.1:0", "--no-sync",
+                "--shutdown-timeout-s", "1", "--idle-timeout-s", "45",
+            ],
+            stderr: directory.child("stderr"))
+        let line = try #require(try child.readLine(timeout: 60), "serve printed its address")
+        let base = String(line[try #require(line.range(of: "http://")).lowerBound...])
+        try await waitUntilReady(base)
+        let acked = try await send(
+            "POST", base + "/v1/ops", body: op("client.login", "u1", ["device": "d", "opId": "acked-1"]), timeout: 30)
+        #expect(acked.status == 200)
+        let port = try #require(Int(base.split(separator: ":").last ?? ""))
+        // 1,000 bytes announced, one line sent, then nothing.
+        let head = "POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n"
+        let stalled = Task { try? await sendRaw(Array((head + op("client.login", "u2", ["device": "d"]) + "\n").utf8), port: port) }
+        try await Task.sleep(for: .milliseconds(500))
+        let signalled = MonotonicClock.seconds()
+        child.kill(SIGTERM)
+        _ = try child.readToEnd(timeout: 40)
+        #expect(child.wait() == .exited(0))
+        let took = MonotonicClock.seconds() - signalled
+        _ = await stalled.value
+        let stderr = readTextFile(directory.child("stderr"))
+        #expect(took < 15, "stopped \(took) s after SIGTERM, not at the idle timeout: \(stderr)")
+        #expect(stderr.contains("requests still in flight 1 s after SIGTERM: closing their connections"), "\(stderr)")
+        try checkStore(directory.child("store"), acked: ["acked-1"])
+    }
+
     /// After a crash, `serve`'s open replays the log after the projections' checkpoint and says so in a
     /// notice (`recovered: …`, `events=N`); the next start, after a clean stop, replays nothing and says
     /// nothing of it.
