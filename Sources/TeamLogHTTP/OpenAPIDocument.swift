@@ -223,6 +223,15 @@ public enum OpenAPIDocument {
                     properties:
                       path: { type: string }
                       kind: { enum: [cutRecords, damagedProjections] }
+                input:
+                  description: "Where the last teamlog ingest of a file stands in its input, as its last commit recorded (teamlog ingest FILE --resume goes on after it); null when none was recorded"
+                  type: [object, "null"]
+                  required: [path, line, offset]
+                  additionalProperties: false
+                  properties:
+                    path: { type: string, description: "The input as ingest was given it" }
+                    line: { type: integer, description: "The last line answered in a committed batch" }
+                    offset: { type: integer, description: "Input bytes through that line" }
             Record:
               description: One SPEC §4 output record (one line of the JSON Lines body).
               type: object

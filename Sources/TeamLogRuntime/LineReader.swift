@@ -54,8 +54,11 @@ public struct LineReader {
     public var bytesConsumed: Int { bytesRead - (end - start) }
 
     /// Reads from `fd`; lines longer than `limit` bytes are reported as `tooLong`.
-    public init(fd: Int32, limit: Int = 1 << 20, chunk: Int = 1 << 16, follow: Bool = false) {
+    /// `linesBefore`: the lines of the input before where `fd` is read from (a resumed ingest), so line
+    /// numbers go on from there.
+    public init(fd: Int32, limit: Int = 1 << 20, chunk: Int = 1 << 16, follow: Bool = false, linesBefore: Int = 0) {
         self.fd = fd
+        self.lineNumber = linesBefore
         self.limit = limit
         self.follow = follow
         var st = stat()

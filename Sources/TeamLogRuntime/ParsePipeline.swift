@@ -16,8 +16,12 @@ public struct ParsedLine: Sendable {
     public var result: Result<Op, Rejection>?
     /// The line's opId when it could be read (for rejection records).
     public var opId: Id?
-    /// Input bytes consumed through this line (`LineReader.bytesConsumed`), set by the pipeline for progress.
+    /// Input bytes consumed through this line (`LineReader.bytesConsumed`), set by the pipeline for progress
+    /// and the input position.
     public var endOffset = 0
+    /// `InputPosition.checksum` of the line's bytes, set by a pipeline that keeps the input position (0:
+    /// not computed, or a line over the limit).
+    public var checksum: UInt64 = 0
 
     /// Reads and parses one line (the work the pipeline moves off the writer's thread).
     public static func parse(_ line: LineReader.Line) -> ParsedLine {
@@ -58,10 +62,17 @@ final class ParsePipeline: @unchecked Sendable {
     private var thread: JoinableThread?
     /// Read before every line (an atomic load, not a lock).
     private let stopping = Atomic<Bool>(false)
+    /// Whether the reading thread met the end of the input (not a stop request): every line was read.
+    private let ended = Atomic<Bool>(false)
+    var reachedEnd: Bool { ended.load(ordering: .acquiring) }
 
-    init(reader: LineReader, mode: Mode = .batch) {
+    /// Whether each line's `checksum` is computed (for the input position a file ingest keeps).
+    private let checksums: Bool
+
+    init(reader: LineReader, mode: Mode = .batch, checksums: Bool = false) {
         self.reader = reader
         self.mode = mode
+        self.checksums = checksums
         chunkSize = mode == .batch ? 512 : 256
         queue = ChunkQueue(depth: mode == .batch ? 16 : 64)
     }
@@ -85,7 +96,7 @@ final class ParsePipeline: @unchecked Sendable {
         do {
             while true {
                 if stopping.load(ordering: .acquiring) {
-                    while let line = reader.bufferedLine() { chunk.append(ParsedLine.parse(line)) }
+                    while let line = reader.bufferedLine() { chunk.append(parse(line)) }
                     _ = handOver()
                     break
                 }
@@ -95,13 +106,12 @@ final class ParsePipeline: @unchecked Sendable {
                 let timeout = mode == .batch ? 200 : chunk.isEmpty ? 50 : 0
                 switch try reader.next(timeoutMs: timeout) {
                 case .line(let line):
-                    var parsed = ParsedLine.parse(line)
-                    parsed.endOffset = reader.bytesConsumed
-                    chunk.append(parsed)
+                    chunk.append(parse(line))
                     if chunk.count == chunkSize { guard handOver() else { return } }
                 case .timeout:
                     guard handOver() else { return }
                 case .end:
+                    ended.store(true, ordering: .releasing)
                     _ = handOver()
                     queue.close()
                     return
@@ -112,6 +122,16 @@ final class ParsePipeline: @unchecked Sendable {
             _ = handOver()
             queue.close(failure: error)
         }
+    }
+
+    /// Parses `line`, the reader's last, with its end offset (and checksum).
+    private func parse(_ line: LineReader.Line) -> ParsedLine {
+        var parsed = ParsedLine.parse(line)
+        parsed.endOffset = reader.bytesConsumed
+        if checksums, case .text(_, let bytes) = line {
+            parsed.checksum = bytes.withUnsafeBytes { InputPosition.checksum($0) }
+        }
+        return parsed
     }
 
     /// The next chunk in input order, or `nil` at the end; rethrows a read error.

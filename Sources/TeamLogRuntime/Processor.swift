@@ -51,6 +51,10 @@ public final class Processor {
     /// processors of the HTTP writer, which commits for them) commit in place.
     private var pipelined = false
     public private(set) var summary = Summary()
+    /// A file ingest's input (as given) and the bytes of it before where reading began: each commit then
+    /// records the input position its lines reach (`Store.stageInput`), which `ingest --resume` goes on
+    /// from. `nil`: none is kept (standard input from a pipe, the HTTP server).
+    public var input: (path: String, offset: UInt64)?
     /// Batch mode (`run`) calls this on the processing thread after each chunk of lines (512) with the
     /// input bytes consumed through the last line processed, for a progress display; stream mode does not.
     public var progress: ((_ inputBytes: Int) -> Void)?
@@ -87,6 +91,12 @@ public final class Processor {
     /// Handles one input line that was already read and parsed.
     public func process(_ parsed: ParsedLine) throws {
         summary.lastLine = parsed.number
+        if let input {
+            store.stageInput(
+                InputPosition(
+                    offset: input.offset + UInt64(parsed.endOffset), line: UInt64(parsed.number),
+                    lineChecksum: parsed.checksum, path: input.path))
+        }
         guard let result = parsed.result else { return }  // blank lines are not ops
         summary.lines += 1
         switch result {
@@ -174,7 +184,9 @@ public final class Processor {
     /// durable, before any later batch's.
     private func startCommit(inPlace: Bool) throws {
         try finishInFlight()
-        if store.pendingCount > 0 {
+        // A batch of rejections alone commits too when it names an input position (`input`): a resumed
+        // run starts after them instead of answering them again.
+        if store.pendingCount > 0 || (input != nil && store.hasStagedSource) {
             do { try inPlace ? store.commit() : store.beginCommit() } catch {
                 out.bytes.removeAll(keepingCapacity: true)  // this batch's records: it did not commit
                 throw error
@@ -213,7 +225,7 @@ public final class Processor {
     /// taking lines until that one is durable, then starts at once: one batch in flight, batches durable
     /// and printed in input order.
     public func follow(_ reader: LineReader, flushMs: Int, stopRequested: () -> Bool) throws {
-        let pipeline = ParsePipeline(reader: reader, mode: .live)
+        let pipeline = ParsePipeline(reader: reader, mode: .live, checksums: input != nil)
         try pipeline.start()
         pipelined = true
         // Lines wait behind each commit's encoding of what changed: a big team's dismiss is spread over a
@@ -291,7 +303,7 @@ public final class Processor {
     /// read. True when it read the input to its end.
     @discardableResult
     public func run(_ reader: inout LineReader, stopRequested: () -> Bool = { false }) throws -> Bool {
-        let pipeline = ParsePipeline(reader: reader)
+        let pipeline = ParsePipeline(reader: reader, checksums: input != nil)
         try pipeline.start()
         pipelined = true
         defer { pipelined = false }
@@ -321,7 +333,7 @@ public final class Processor {
         }
         pipeline.finish()
         try commit()
-        return !stopped
+        return !stopped || pipeline.reachedEnd  // a stop after the last line was read stopped nothing
     }
 
     private func reject(_ line: Int, _ opId: Id?, _ rejection: Rejection) {

@@ -95,6 +95,7 @@ final class CommitJob: WriteJob, @unchecked Sendable {
             if let position = source.position {
                 try txn.put(dbs.meta, "source", BigEndianUInt64.encoded(position))
             }
+            if let input = source.input { try txn.put(dbs.meta, "input", input.encoded) }
             if let outbox = dbs.outbox {
                 for (key, value) in source.outbox { try txn.put(outbox, key, value) }
                 for key in source.published { _ = try txn.delete(outbox, key) }
@@ -146,7 +147,9 @@ struct SourceWrite {
     var position: UInt64?
     var outbox: [(UInt64, [UInt8])] = []
     var published: [UInt64] = []
-    var isEmpty: Bool { position == nil && outbox.isEmpty && published.isEmpty }
+    /// A file `ingest`'s place in its input (`Store+Input`).
+    var input: InputPosition?
+    var isEmpty: Bool { position == nil && outbox.isEmpty && published.isEmpty && input == nil }
 }
 
 /// The projection records changed since the last checkpoint (encoded from the state at `seq`, or when

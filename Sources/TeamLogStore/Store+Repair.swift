@@ -94,6 +94,9 @@ extension Store {
             // damage `audit` would name mended (`mendOpIdIndex`).
             let mend = try Self.mendOpIdIndex(in: txn, dbs, through: keep, cut: removed > 0, release: release)
             try dbs.writeHead(txn, Meta(lastSeq: keep, lastTs: lastTs, lastHash: scratch.lastHash, config: nil))
+            // A file ingest's recorded place in its input named lines whose events may be cut: no longer
+            // known (`ingest --resume` then says so; the cut records are saved to feed again).
+            if removed > 0 { _ = try txn.delete(dbs.meta, "input") }
             return (removed, mend)
         }
         // Then the projections, at the cut (a crash in between leaves them ahead of the log, which an

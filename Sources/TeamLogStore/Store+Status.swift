@@ -49,6 +49,9 @@ public struct StoreStatus: Sendable {
     public var projectionsPastLog: Bool { !verifiedCopy && checkpointSeq > headSeq }
     /// What maintenance left in the store's directory for a person to deal with (`StoreStatus.SetAside`).
     public var setAside: [SetAside] = []
+    /// Where the last file `ingest` stands in its input, as its last commit recorded (`ingest --resume`
+    /// goes on after it); `nil` when no file ingest recorded one.
+    public var input: InputPosition?
 
     /// A file or directory maintenance left beside the store's data: the records a `repair` cut
     /// (`cut-*.jsonl`: feed them again with `teamlog ingest FILE`, or remove the file) or projections it set
@@ -84,6 +87,14 @@ public struct StoreStatus: Sendable {
             ("verifiedCopy", .bool(verifiedCopy)),
             ("projectionsPastLog", .bool(projectionsPastLog)),
             ("setAside", .array(setAside.map { .object([("path", .string($0.path)), ("kind", .string($0.kind))]) })),
+            (
+                "input",
+                input.map {
+                    .object([
+                        ("path", .string($0.path)), ("line", .int(Int64($0.line))), ("offset", .int(Int64($0.offset))),
+                    ])
+                } ?? .null
+            ),
         ])
     }
 }
@@ -98,14 +109,15 @@ extension Store {
     /// The store's status from the committed state on disk (a live writer's checkpoint may be behind its
     /// head by up to its checkpoint interval).
     public func status() throws -> StoreStatus {
-        let (head, logTables, logFree) = try env.read { txn in
+        let (head, logTables, logFree, input) = try env.read { txn in
             let head = try dbs.readMeta(txn)
+            let input = try dbs.readInput(txn)
             let tables = try [("log", dbs.log.handle), ("opIds", dbs.opIds.handle), ("meta", dbs.meta.handle)].map {
                 name, db in
                 let stat = try txn.stat(db)
                 return StoreStatus.Table(name: "log/\(name)", entries: stat.entries, bytes: stat.pages * stat.pageSize)
             }
-            return (head, tables, try txn.freeBytes())
+            return (head, tables, try txn.freeBytes(), input)
         }
         let (checkpoint, projectionTables, projectionFree) = try projectionEnv.read { txn in
             let checkpoint = try pdbs.readCheckpoint(txn)
@@ -124,6 +136,7 @@ extension Store {
             writerPid: WriterLock.holder(directory: env.path), readAhead: readAheadIsOn, memoryLimitBytes: memoryLimit,
             verifiedCopy: Self.isVerifiedCopy(env.path))
         status.setAside = Self.setAside(in: env.path)
+        status.input = input
         return status
     }
 

@@ -37,6 +37,11 @@ struct Ingest: ParsableCommand {
 
     @Flag(
         help:
+            "Go on from where the store's last ingest of this input stopped (crash, signal, or the end of a file that has grown since): the input position its last commit recorded, checked against FILE's line there.")
+    var resume = false
+
+    @Flag(
+        help:
             "Verify the whole log's hash chain before appending (an open otherwise checks only the log after the projections' checkpoint; `audit` checks it all)."
     )
     var verifyChain = false
@@ -78,13 +83,36 @@ struct Ingest: ParsableCommand {
         // pipe has no total (position and rate only). Stream mode shows none: a live feed has no end.
         var st = stat()
         let size = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
-        let total = size.map { max(0, $0 - max(0, Int(lseek(fd, 0, SEEK_CUR)))) }
+        // A regular file's place is kept with each commit (`InputPosition`), for `--resume`.
+        var startOffset = size == nil ? 0 : max(0, Int(lseek(fd, 0, SEEK_CUR)))
+        var linesBefore = 0
+        if resume {
+            guard let size else {
+                printErr("teamlog: --resume needs a regular file (a pipe cannot be read from a position)")
+                throw ExitCode(2)
+            }
+            let position: InputPosition
+            do {
+                position = try Self.checkedResumePosition(store: store, fd: fd, size: size, file: file)
+            } catch let error as CLIError {
+                printErr("teamlog: \(error.description)")
+                throw ExitCode(2)
+            }
+            guard lseek(fd, off_t(position.offset), SEEK_SET) >= 0 else {
+                throw CLIError("cannot seek \(file): \(String(cString: strerror(errno)))")
+            }
+            startOffset = Int(position.offset)
+            linesBefore = Int(position.line)
+            printErr("teamlog: resuming \(file) after line \(position.line) (byte \(position.offset))")
+        }
+        let total = size.map { max(0, $0 - startOffset) }
         let progress = Progress("ingest", total: total, unit: .bytes, when: !follow)
         let processor = Processor(store: store, options: options) { bytes in
             progress.beforeStdout()
             try writeAll(1, bytes)
         }
         if progress.isOn { processor.progress = { progress.update($0) } }
+        if size != nil { processor.input = (file, UInt64(startOffset)) }
         // Said when it happens (a `--follow` runs for days): while checkpoints fail the log goes on, but
         // other processes' queries stay at the last checkpoint and its changes wait in memory.
         store.onCheckpointFailure = { problem in
@@ -95,7 +123,7 @@ struct Ingest: ParsableCommand {
             progress.clear()
             printErr("teamlog: the projections' checkpoint succeeded again, at seq \(seq)")
         }
-        var reader = LineReader(fd: fd, follow: follow)
+        var reader = LineReader(fd: fd, follow: follow, linesBefore: linesBefore)
         let start = monotonicSeconds()
         StopSignal.install()
         var complete = true
@@ -139,14 +167,62 @@ struct Ingest: ParsableCommand {
             // signal (the status a shell or supervisor sees is the signal's), after saying where to resume.
             let next = s.lastLine + 1
             let resume =
-                file == "-"
-                ? "the rest of standard input (from its line \(next)) was not read"
-                : "the input from line \(next) was not read; to go on: tail -n +\(next) \(file) | teamlog ingest - --store \(storeOptions.path)"
+                size == nil
+                ? "the rest of \(file == "-" ? "standard input" : file) (from its line \(next)) was not read"
+                : "the input from line \(next) was not read; to go on: teamlog ingest \(file) --store \(storeOptions.path) --resume"
             printErr(
                 "teamlog: \(StopSignal.name): stopped after line \(s.lastLine), every line through it answered and "
                     + "committed; \(resume)")
             Interrupts.endBySignal(StopSignal.signal)
         }
+    }
+}
+
+extension Ingest {
+    /// The input position the store's last commit recorded, once FILE is seen to continue it: at least as
+    /// long, and its line ending at that offset the recorded one (by checksum, or only its newline for a
+    /// line that was over the limit).
+    static func checkedResumePosition(store: Store, fd: Int32, size: Int, file: String) throws -> InputPosition {
+        guard let position = try store.inputPosition() else {
+            throw CLIError(
+                "--resume: the store records no input position (no `ingest` of a file since this release "
+                    + "wrote to it, or `repair` cut its log since): feed the input again — ops with an opId are "
+                    + "answered as duplicates — or from the line you know")
+        }
+        let what = "line \(position.line) of \(position.path), which ends at byte \(position.offset)"
+        guard position.offset <= UInt64(size) else {
+            throw CLIError(
+                "--resume: \(file) is \(size) bytes, shorter than the \(position.offset) the store has read of its "
+                    + "input (\(what)): not that input")
+        }
+        guard position.offset > 0 else { return position }
+        // The line ending at the offset: back from its end to the newline before it (a line is at most
+        // `OpParser.maxLineBytes`, but one over the limit has no checksum: only its end is read).
+        let window = Int(min(position.offset, UInt64(OpParser.maxLineBytes + 2)))
+        var bytes = [UInt8](repeating: 0, count: window)
+        let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, window, off_t(position.offset) - off_t(window)) }
+        guard got == window else { throw CLIError("--resume: cannot read \(file): \(String(cString: strerror(errno)))") }
+        var end = window
+        let endsWithNewline = bytes[end - 1] == 0x0A
+        if endsWithNewline { end -= 1 }
+        // Only the input's last line may end without a newline, and then nothing was added to it since.
+        guard endsWithNewline || position.offset == UInt64(size) else {
+            throw CLIError("--resume: \(file) has no line ending at byte \(position.offset), where \(what): not that input")
+        }
+        guard position.lineChecksum != 0 else { return position }
+        var start = end
+        while start > 0 && bytes[start - 1] != 0x0A { start -= 1 }
+        guard start > 0 || UInt64(window) == position.offset else {
+            throw CLIError("--resume: \(file)'s line ending at byte \(position.offset) is not \(what): not that input")
+        }
+        if end > start && bytes[end - 1] == 0x0D { end -= 1 }  // a CRLF line's CR is not content
+        let checksum = bytes[start..<end].withUnsafeBytes { InputPosition.checksum($0) }
+        guard checksum == position.lineChecksum else {
+            throw CLIError(
+                "--resume: \(file)'s line ending at byte \(position.offset) is not \(what) (its bytes differ): not "
+                    + "that input, or it was rewritten")
+        }
+        return position
     }
 }
 

@@ -35,6 +35,10 @@ struct Status: ParsableCommand {
                     ? "\nverified    a verified copy (`teamlog audit --verified`): projections only, no log; a base, not a store to write"
                     : ""),
             "writer      \(status.writerPid.map { "pid \($0)" } ?? "none")",
+            "input       "
+                + (status.input.map {
+                    "line \($0.line) of \($0.path) (byte \($0.offset)): `teamlog ingest FILE --resume` goes on after it"
+                } ?? "none recorded (no `ingest` of a file)"),
             "read-ahead  \(status.readAhead ? "on" : "off") (memory limit "
                 + "\(status.memoryLimitBytes.map { "\($0) bytes" } ?? "unknown"); TEAMLOG_READ_AHEAD)",
             "log map     \(status.logUsedBytes) of \(status.logMapSize) bytes used, \(status.logFreeBytes) of them free pages",

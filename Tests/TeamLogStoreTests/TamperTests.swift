@@ -223,7 +223,11 @@ import Testing
         let cutLines = CrashSafetyTests.readText(cutPath).split(separator: "\n").map(String.init)
         let status = try ChildProcess.run(
             TestSupport.teamlogExecutable, ["status", "--store", built.storePath, "--json"], timeout: 60)
-        let setAside = try JSONParser.parse(Array((status.lines.first ?? "").utf8))["setAside"]
+        let statusView = try JSONParser.parse(Array((status.lines.first ?? "").utf8))
+        let setAside = statusView["setAside"]
+        // The input position the ingest recorded named lines whose events were cut: no longer known, so
+        // `ingest --resume` cannot skip them.
+        #expect(statusView["input"] == .null, "repair forgets the cut input position", sourceLocation: sourceLocation)
         #expect(
             setAside == .array([.object([("path", .string(cutPath)), ("kind", .string("cutRecords"))])]),
             "status names the saved records", sourceLocation: sourceLocation)
