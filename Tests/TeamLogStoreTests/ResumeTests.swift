@@ -110,6 +110,35 @@ import Testing
         }
     }
 
+    /// Stream mode on a growing file keeps the position too: `ingest FILE --follow` killed with SIGKILL,
+    /// then `--follow --resume` while the file goes on growing, ends where one clean run of the file ends.
+    @Test func aFollowedFileResumesAfterAKill() throws {
+        let clean = try Self.clean.get()
+        let directory = TemporaryDirectory("resume-follow")
+        let storePath = directory.child("store")
+        let feed = try LiveFeed(.growingFile, path: directory.child("in.jsonl"))
+        let bytes = Array((Self.lines.joined(separator: "\n") + "\n").utf8)
+        let half = bytes[..<(bytes.count / 2)].lastIndex(of: 0x0A)! + 1
+        let arguments = [feed.path, "--store", storePath, "--follow", "--batch-size", "40", "--flush-ms", "5"]
+        let first = try Self.ingest(arguments, err: directory.child("err1"))
+        _ = try feed.pump(bytes, from: 0, to: half, chunk: 1 << 14, draining: first)
+        #expect(try StreamCrashTests.waitForOutput(first, containing: #""line":500,"#, timeout: 60))
+        first.kill(SIGKILL)
+        _ = first.wait()
+        let second = try Self.ingest(arguments + ["--resume"], err: directory.child("err2"))
+        _ = try feed.pump(bytes, from: half, to: bytes.count, chunk: 1 << 14, draining: second)
+        #expect(try StreamCrashTests.waitForOutput(second, containing: #""line":\#(Self.lines.count),"#, timeout: 120))
+        second.kill(SIGTERM)
+        _ = try second.readToEnd(timeout: 60)
+        #expect(second.wait() == .exited(0))
+        feed.close()
+        #expect(readTextFile(directory.child("err2")).contains("resuming \(feed.path) after line"))
+        let store = try Store(path: storePath)
+        defer { store.close() }
+        #expect(try store.head().seq == clean.seq)
+        #expect(store.checkpoint.hash == clean.hash, "the same log, to the hash chain's head")
+    }
+
     /// A file that grew: `--resume` reads only what was added, with line numbers going on from the first
     /// run's; a file that is not the input (shorter, another line where the position ends) is refused
     /// before anything is read; a store fed from a pipe only records no position to resume from.
