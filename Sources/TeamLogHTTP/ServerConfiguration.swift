@@ -18,6 +18,9 @@ public struct ServerConfiguration: Sendable {
     /// sent (a record stream, a long export) is not idle. Without it a client that opened connections and
     /// never finished a body held them, and their tasks, for good.
     public var idleTimeoutSeconds: Double? = 60
+    /// Seconds a stop waits for requests in flight, their responses' bytes included (`--shutdown-timeout-s`;
+    /// `nil`: however long). `teamlog serve` gives its service group the same bound.
+    public var shutdownTimeoutSeconds: Double? = 20
 
     /// Why `POST /v1/ops` is refused (409 `partitioned`), when ops come from elsewhere: a partition of a
     /// NATS deployment takes its ops from its stream only, so its log is the stream's order.

@@ -47,10 +47,14 @@ public final class TeamLogServer: Service, Sendable {
     public func port() async -> Int? { await bound.value() }
 
     public func run() async throws {
+        let shutdownLimit = configuration.shutdownTimeoutSeconds.map { TimeAmount.milliseconds(Int64($0 * 1_000)) }
         let app = Application(
             router: makeRouter(),
             server: .http1(
-                configuration: .init(idleTimeout: configuration.idleTimeoutSeconds.map { .milliseconds(Int64($0 * 1_000)) })
+                configuration: .init(
+                    // A graceful stop's close waits for the response bytes already written (`FlushBeforeClose`).
+                    additionalChannelHandlers: [FlushBeforeClose(limit: shutdownLimit)],
+                    idleTimeout: configuration.idleTimeoutSeconds.map { .milliseconds(Int64($0 * 1_000)) })
             ),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: "teamlog"),

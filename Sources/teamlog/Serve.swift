@@ -123,6 +123,7 @@ struct Serve: AsyncParsableCommand {
         config.atReplays = atReplays
         config.streamCatchUp = streamCatchUp
         config.idleTimeoutSeconds = idleTimeoutS > 0 ? idleTimeoutS : nil
+        config.shutdownTimeoutSeconds = shutdownTimeoutS > 0 ? shutdownTimeoutS : nil
         if let tokenFile {
             let token = try Self.readToken(tokenFile)
             guard !token.isEmpty else { throw ValidationError("the token file \(tokenFile) is empty") }
