@@ -429,7 +429,8 @@ public enum OpenAPIDocument {
                 One SSE event per committed event that has records: `id:` its seq, one `data:` line per SPEC §4
                 record (its `event` record, then its tips, deliveries, signals, …). `rejected` and `duplicate`
                 records are not streamed (they belong to their request). Resume with `?from=LAST_ID+1` or the
-                `Last-Event-ID` header; without either the stream starts at the next event. A seq older than the
+                `Last-Event-ID` header, which wins over `from` when both are sent (an EventSource reconnects to the
+                URL it opened with the header added); without either the stream starts at the next event. A seq older than the
                 retained window (`--stream-window` events and `--stream-window-mb` MiB, in memory) is caught up
                 from the log: its records are re-derived by a replay (their `event` records have `line` 0) and the
                 live window follows, each event once; the catch-up takes one of the `--at-replays` slots while it

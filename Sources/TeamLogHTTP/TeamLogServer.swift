@@ -340,7 +340,7 @@ public final class TeamLogServer: Service, Sendable {
 
     // MARK: - Record stream
 
-    /// `GET /v1/records?from=SEQ` (or `Last-Event-ID: SEQ-1`): Server-Sent Events, one per committed event
+    /// `GET /v1/records?from=SEQ` (or `Last-Event-ID: SEQ-1`, which wins): Server-Sent Events, one per committed event
     /// with records, `id:` its seq and one `data:` line per record (SPEC §4 JSON). Without `from`, the
     /// stream starts at the next event. A seq older than the retained window is caught up from the log
     /// (`catchUp`), or 410 with `oldestSeq` when that is off.
@@ -351,9 +351,12 @@ public final class TeamLogServer: Service, Sendable {
             throw APIError(.serviceUnavailable, "notReady", "the store is being opened")
         }
         var from = window.nextSeq
-        if let text = request.uri.queryParameters.get("from") {
-            from = try Self.seq(text, name: "from")
-        } else if let last = request.headers[HTTPField.Name("Last-Event-ID")!], let value = UInt64(last),
+        // `Last-Event-ID` first: an EventSource reconnects to the same URL with the header added, so a stream
+        // opened with `?from=X` would otherwise start at X again after every reconnect (each event pushed
+        // again, and after `event: gone` the same catch-up over and over). `from` still must be a seq.
+        let fromText = request.uri.queryParameters.get("from")
+        if let fromText { from = try Self.seq(fromText, name: "from") }
+        if let last = request.headers[HTTPField.Name("Last-Event-ID")!], let value = UInt64(last),
             value < UInt64(Int64.max)
         {
             from = value + 1  // a value that is not a seq is ignored, as a browser's EventSource may send any

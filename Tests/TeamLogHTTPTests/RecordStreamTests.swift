@@ -52,6 +52,12 @@ func streamable(_ replies: [Reply]) -> [String] {
         // `from` works the same as Last-Event-ID + 1.
         let from = try await readEvents(server.base + "/v1/records?from=6") { $0.last?.id == total }
         #expect(from.events == resumed.events)
+        // An EventSource opened with `?from=1` reconnects to that URL with `Last-Event-ID`: the header wins,
+        // so it goes on after the last event seen instead of starting over.
+        let reconnected = try await readEvents(
+            server.base + "/v1/records?from=1", headers: [("Last-Event-ID", "5")]
+        ) { $0.last?.id == total }
+        #expect(reconnected.events == resumed.events)
         try await server.stop()
     }
 
