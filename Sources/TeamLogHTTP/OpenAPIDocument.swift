@@ -34,8 +34,9 @@ public enum OpenAPIDocument {
               description: >-
                 Answer as of this seq (a replay of the log up to it into a temporary store; from the server's
                 `--at-base` copy when its checkpoint is at or before the seq, else from seq 1). At most
-                `--at-replays` run at once: one more is 503 `atBusy` with `Retry-After`. A seq past the log's
-                head is 400 `badRequest`.
+                `--at-replays` run at once: one more is 503 `atBusy` with `Retry-After`; with `--at-replays 0` every
+                one is 403 `atDisabled` (off for good, no `Retry-After`). A seq past the log's head is 400
+                `badRequest`.
               schema: { type: integer, minimum: 1, maximum: 9223372036854775807 }
           responses:
             Error:
@@ -68,7 +69,7 @@ public enum OpenAPIDocument {
               required: [type, id]
               additionalProperties: false
               properties:
-                type: { enum: [team, p2p] }
+                type: { enum: [team, superTeam, p2p] }
                 id: { type: string }
             Team:
               type: object
@@ -337,6 +338,7 @@ public enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
+                "403": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/users/{user}/unread:
             get:
@@ -353,6 +355,7 @@ public enum OpenAPIDocument {
                 "400": { $ref: "#/components/responses/Error" }
                 "401": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
+                "403": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/messages/{messageId}/receipts:
             get:
@@ -370,6 +373,7 @@ public enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
+                "403": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/messages/{messageId}:
             get:
@@ -387,6 +391,7 @@ public enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
+                "403": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/channels/{channel}:
             get:
@@ -404,6 +409,7 @@ public enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Error" }
                 "404": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
+                "403": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/log:
             get:
@@ -435,7 +441,8 @@ public enum OpenAPIDocument {
                 from the log: its records are re-derived by a replay (their `event` records have `line` 0) and the
                 live window follows, each event once; the catch-up takes one of the `--at-replays` slots while it
                 runs (503 `replayBusy` with `Retry-After` when none is free), and a log it cannot read back ends the
-                stream with `event: error`. With `--no-stream-catch-up` such a seq is 410 with `oldestSeq`. A client
+                stream with `event: error`. With `--no-stream-catch-up` (or `--at-replays 0`) such a seq is 410
+                with `oldestSeq`. A client
                 that falls behind the window while connected gets `event: gone` and the stream ends (reconnecting
                 with `Last-Event-ID` catches up). Idle streams get a `: keep-alive` comment every 15 s.
               parameters:

@@ -219,6 +219,13 @@ public final class TeamLogServer: Service, Sendable {
             let config = writer.config
             let shared = Shared(store)
             let atBase = configuration.atBase
+            guard configuration.atReplays > 0 else {
+                // Off for good on this server: not a busy moment that `Retry-After` would see pass.
+                throw APIError(
+                    .forbidden, "atDisabled",
+                    "point-in-time replays (?at=) are off on this server (--at-replays 0): ask one that serves them, "
+                        + "or run `teamlog ... --at SEQ` beside it")
+            }
             guard atReplays.take() else {
                 var error = APIError(
                     .serviceUnavailable, "atBusy",
@@ -364,9 +371,14 @@ public final class TeamLogServer: Service, Sendable {
         let oldest = window.oldestSeq
         var catchUp: CatchUp?
         if from < oldest {
-            guard configuration.streamCatchUp else {
-                var error = APIError(
-                    .gone, "gone", "seq \(from) is no longer retained: the oldest record kept is at seq \(oldest)")
+            // No replay slots at all (`--at-replays 0`) is no catch-up, as `--no-stream-catch-up` is.
+            guard configuration.streamCatchUp && configuration.atReplays > 0 else {
+                // An empty window (a restarted server) keeps nothing yet: its oldest is the next event's seq.
+                let kept =
+                    oldest >= window.nextSeq
+                    ? "this server keeps no records before seq \(oldest), the next event's (it restarted since)"
+                    : "the oldest record kept is at seq \(oldest)"
+                var error = APIError(.gone, "gone", "seq \(from) is no longer retained: \(kept)")
                 error.extra = [("oldestSeq", .int(Int64(oldest)))]
                 throw error
             }
@@ -441,7 +453,7 @@ public final class TeamLogServer: Service, Sendable {
         guard atReplays.take() else {
             var error = APIError(
                 .serviceUnavailable, "replayBusy",
-                "seq \(from) is older than the record window (its oldest is \(window.oldestSeq)): a catch-up from "
+                "seq \(from) is older than the record window (which starts at seq \(window.oldestSeq)): a catch-up from "
                     + "the log needs one of the \(configuration.atReplays) replay slots (--at-replays), and none is free: "
                     + "try again later")
             error.headers[.retryAfter] = "5"

@@ -79,7 +79,20 @@ func writeFile(_ path: String, _ text: String) {
         try await record(.team, "/v1/teams/ops?at=2")
         try await record(.team, "/v1/teams/nope")
         try await record(.team, "/v1/teams/ops?at=x")
+        // A superTeam conversation in the answers (the document once allowed only team and p2p).
+        try await record(
+            .ops, "/v1/ops",
+            body: body([
+                op("team.create", "sam", ["team": "big", "kind": "superTeam", "name": "Big", "members": ["dave"]]),
+                op(
+                    "message.send", "sam",
+                    [
+                        "to": ["type": "superTeam", "id": "big"] as KeyValuePairs<String, Any>, "messageId": "sm1",
+                        "content": ["type": "text", "text": "hi"] as KeyValuePairs<String, Any>,
+                    ]),
+            ]), headers: auth)
         try await record(.unread, "/v1/users/dave/unread")
+        try await record(.message, "/v1/messages/sm1")
         try await record(.unread, "/v1/users/nobody/unread")
         try await record(.receipts, "/v1/messages/m1/receipts")
         try await record(.receipts, "/v1/messages/m2/receipts")

@@ -1,5 +1,5 @@
 @testable import TeamLog
-import TeamLogHTTP
+@testable import TeamLogHTTP
 import TeamLogRuntime
 import TeamLogWorkload
 import TestSupport
@@ -138,19 +138,21 @@ func streamable(_ replies: [Reply]) -> [String] {
         try await server.stop()
     }
 
-    /// A catch-up takes a replay slot: with none (`--at-replays 0`) it is 503 `replayBusy` with Retry-After.
+    /// A catch-up takes a replay slot: with none free (the one slot held here, as a running replay holds
+    /// it) it is 503 `replayBusy` with Retry-After. (With `--at-replays 0` there is no catch-up at all: 410,
+    /// `ServeTests.atReplaysBoundTheReplaysRunningAtOnce`.)
     @Test func aCatchUpWithoutAReplaySlotIsBusy() async throws {
         var options = WriterService.Options()
         options.store.noSync = true
         options.streamWindow = 4
-        var configuration = ServerConfiguration()
-        configuration.atReplays = 0
-        let server = try await LiveServer(configuration: configuration, options: options)
+        let server = try await LiveServer(options: options)
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines))
+        #expect(server.server.atReplays.take(), "the one slot is free")
         let busy = try await send("GET", server.base + "/v1/records?from=1")
         #expect(busy.status == 503)
         #expect(busy.json["error"]?["code"] == .string("replayBusy"))
         #expect(busy.header("Retry-After") == "5")
+        server.server.atReplays.give()
         try await server.stop()
     }
 

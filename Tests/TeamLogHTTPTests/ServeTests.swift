@@ -289,10 +289,19 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
 
         var none = ServerConfiguration()
         none.atReplays = 0
-        let closed = try await LiveServer(configuration: none)
+        var small = WriterService.Options()
+        small.store.noSync = true
+        small.streamWindow = 4
+        let closed = try await LiveServer(configuration: none, options: small)
         _ = try await send("POST", closed.base + "/v1/ops", body: body(exampleLines))
-        #expect(try await send("GET", closed.base + "/v1/teams/ops?at=1").status == 503)
+        // Off for good: 403 `atDisabled`, not a 503 whose `Retry-After` a client would follow forever.
+        let off = try await send("GET", closed.base + "/v1/teams/ops?at=1")
+        #expect(off.status == 403 && off.header("Retry-After") == nil)
+        #expect(off.json["error"]?["code"] == .string("atDisabled"), "\(off.body)")
         #expect(try await send("GET", closed.base + "/v1/teams/ops").status == 200)
+        // No slots, no catch-up: a record stream from before the window is 410, as with --no-stream-catch-up.
+        let gone = try await send("GET", closed.base + "/v1/records?from=1")
+        #expect(gone.status == 410 && gone.json["error"]?["code"] == .string("gone"), "\(gone.body)")
         try await closed.stop()
     }
 
