@@ -155,14 +155,18 @@ struct LifecycleTests {
         let port = try #require(Int(base.split(separator: ":").last ?? ""))
         // 1,000 bytes announced, one line sent, then nothing.
         let head = "POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-ndjson\r\nContent-Length: 1000\r\n\r\n"
-        let stalled = Task { try? await sendRaw(Array((head + op("client.login", "u2", ["device": "d"]) + "\n").utf8), port: port) }
-        try await Task.sleep(for: .milliseconds(500))
+        // Written here before the signal (a task of its own was once too late on a loaded CI machine: no
+        // request was in flight when the stop came).
+        let fd = try connectLoopback(port)
+        defer { close(fd) }
+        let partial = Array((head + op("client.login", "u2", ["device": "d"]) + "\n").utf8)
+        #expect(partial.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == partial.count)
+        try await Task.sleep(for: .milliseconds(1_500))
         let signalled = MonotonicClock.seconds()
         child.kill(SIGTERM)
         _ = try child.readToEnd(timeout: 40)
         #expect(child.wait() == .exited(0))
         let took = MonotonicClock.seconds() - signalled
-        _ = await stalled.value
         let stderr = readTextFile(directory.child("stderr"))
         #expect(took < 15, "stopped \(took) s after SIGTERM, not at the idle timeout: \(stderr)")
         #expect(stderr.contains("requests still in flight 1 s after SIGTERM: closing their connections"), "\(stderr)")
