@@ -320,6 +320,7 @@ public enum OpenAPIDocument {
                 "401": { $ref: "#/components/responses/Error" }
                 "409": { $ref: "#/components/responses/Error" }
                 "413": { $ref: "#/components/responses/Error" }
+                "415": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/teams/{team}:

@@ -48,12 +48,15 @@ public final class TeamLogServer: Service, Sendable {
 
     public func run() async throws {
         let shutdownLimit = configuration.shutdownTimeoutSeconds.map { TimeAmount.milliseconds(Int64($0 * 1_000)) }
+        let bodyLimit = configuration.bodyLimit
         let app = Application(
             router: makeRouter(),
             server: .http1(
                 configuration: .init(
                     // A graceful stop's close waits for the response bytes already written (`FlushBeforeClose`).
-                    additionalChannelHandlers: [FlushBeforeClose(limit: shutdownLimit)],
+                    additionalChannelHandlers: [
+                        FlushBeforeClose(limit: shutdownLimit), ExpectContinue(bodyLimit: bodyLimit),
+                    ],
                     idleTimeout: configuration.idleTimeoutSeconds.map { .milliseconds(Int64($0 * 1_000)) })
             ),
             configuration: .init(
@@ -171,6 +174,26 @@ public final class TeamLogServer: Service, Sendable {
             throw APIError(.badRequest, "badRequest", "emit must be all, events or none")
         }
         _ = try readyStore()
+        // Bodies the line parser would only turn into `badJSON` lines — while it decided the ops it could read
+        // between them (a form upload's parts: an integrator's trial) — are refused before anything is read.
+        if let encoding = request.headers[.contentEncoding], encoding.lowercased() != "identity" {
+            throw APIError(
+                .unsupportedMediaType, "unsupportedMediaType",
+                "Content-Encoding \(encoding) is not accepted: send the JSON Lines uncompressed")
+        }
+        if let type = request.headers[.contentType], type.lowercased().hasPrefix("multipart/") {
+            throw APIError(
+                .unsupportedMediaType, "unsupportedMediaType",
+                "a \(type.split(separator: ";").first ?? "multipart") body is a form upload: send the JSON Lines as the "
+                    + "body itself (curl --data-binary @FILE, not -F)")
+        }
+        // Over the limit by its own word: refused now, not after reading up to the limit (a client that sent
+        // `Expect: 100-continue` is told before it sends anything).
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > configuration.bodyLimit {
+            throw APIError(
+                .contentTooLarge, "payloadTooLarge",
+                "the body (\(length) bytes) is over the \(configuration.bodyLimit)-byte limit")
+        }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: configuration.bodyLimit)

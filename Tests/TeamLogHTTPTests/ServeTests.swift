@@ -339,6 +339,53 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await protected.stop()
     }
 
+    /// `Expect: 100-continue` (curl sends it before any body over 1 MiB, then waits a second for the answer)
+    /// gets `100 Continue` at once; a Content-Length over `--body-limit` gets 413 before the body is sent,
+    /// with no `100`; a form upload or a compressed body is 415 with nothing decided.
+    @Test func expectContinueAndBodiesTheLineParserCannotRead() async throws {
+        var config = ServerConfiguration()
+        config.bodyLimit = 4096
+        let server = try await LiveServer(configuration: config)
+        func exchange(_ head: String, body: String = "") throws -> String {
+            let fd = try connectLoopback(server.port)
+            defer { close(fd) }
+            let bytes = Array(head.utf8)
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }  // before any body
+            if n > 0 { answer += buffer[0..<n] }
+            if !body.isEmpty {
+                let rest = Array(body.utf8)
+                _ = rest.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                let m = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if m > 0 { answer += buffer[0..<m] }
+            }
+            return String(decoding: answer, as: UTF8.self)
+        }
+        let line = op("team.create", "a", ["team": "ec", "name": "EC"]) + "\n"
+        let continued = try exchange(
+            "POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Length: \(line.utf8.count)\r\nExpect: 100-continue\r\n\r\n",
+            body: line)
+        #expect(continued.hasPrefix("HTTP/1.1 100 Continue\r\n\r\n"), "\(continued)")
+        #expect(continued.contains(#""kind":"event""#), "the op, sent after the 100, is decided: \(continued)")
+        let early = try exchange(
+            "POST /v1/ops HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n")
+        #expect(early.hasPrefix("HTTP/1.1 413"), "\(early)")
+        #expect(early.contains("payloadTooLarge"))
+        let form = try await send(
+            "POST", server.base + "/v1/ops",
+            body: "--b\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\n" + op("team.create", "a", ["team": "f", "name": "F"])
+                + "\r\n--b--\r\n",
+            headers: [("Content-Type", "multipart/form-data; boundary=b")])
+        #expect(form.status == 415 && form.json["error"]?["code"] == .string("unsupportedMediaType"), "\(form.body)")
+        let gzip = try await send(
+            "POST", server.base + "/v1/ops", body: line, headers: [("Content-Encoding", "gzip")])
+        #expect(gzip.status == 415, "\(gzip.body)")
+        #expect(try await send("GET", server.base + "/v1/teams/f").status == 404, "nothing of the form was decided")
+        try await server.stop()
+    }
+
     @Test func badRequestsGetTheirStatusAndNeverWedgeTheServer() async throws {
         var config = ServerConfiguration()
         config.bodyLimit = 4096
