@@ -1,5 +1,11 @@
 import Dispatch
 import HTTPTypes
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 import Hummingbird
 import LMDB
 public import Logging
@@ -69,6 +75,14 @@ public final class TeamLogServer: Service, Sendable {
             } onGracefulShutdown: { [writer] in
                 writer.window?.close()  // record streams end, so the server's own shutdown can finish
             }
+        } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EACCES {
+            bound.set(nil)
+            // NIO's own text ("bind(descriptor:ptr:bytes:): Address already in use) (errno: 98)") names a call.
+            throw ListenError(
+                "cannot listen on \(configuration.host):\(configuration.port): "
+                    + (error.errnoCode == EADDRINUSE
+                        ? "the address is in use (another server on that port?)"
+                        : "permission denied (a port under 1024 needs privileges)"))
         } catch {
             bound.set(nil)
             throw error
@@ -758,4 +772,10 @@ final class BoundPort: @unchecked Sendable {
             if let now { c.resume(returning: now) }
         }
     }
+}
+
+/// The server could not bind its address.
+public struct ListenError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }

@@ -156,6 +156,7 @@ struct Serve: AsyncParsableCommand {
         options.store.noSync = noSync
         options.store.requestedConfig = settings.request
         try writer.apply(to: &options.store)
+        let waitsForWriter = options.store.waitForWriter
         options.batchSize = batchSize
         options.streamWindow = streamWindow
         options.streamWindowBytes = streamWindowMb << 20
@@ -218,7 +219,19 @@ struct Serve: AsyncParsableCommand {
         }
         let opened = Task {
             guard let port = await server.port() else { return }
-            while writer.state == .opening && !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+            var waited = 0
+            while writer.state == .opening && !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(5))
+                waited += 5
+                if waited == 1_000 {
+                    // A long open (another writer's lock with --wait, a crash tail to replay): the address now,
+                    // so /healthz and /readyz can be watched (with --listen …:0 nothing else names the port).
+                    printErr(
+                        "teamlog: listening on http://\(Self.hostForURL(config.host)):\(port) while the store opens "
+                            + "(/healthz 200, /readyz 503 until it is open)"
+                            + (waitsForWriter ? "; with --wait, another writer's lock may be what it waits for" : ""))
+                }
+            }
             if case .failed = writer.state {
                 await group.triggerGracefulShutdown()  // said below, before exiting 2
                 return

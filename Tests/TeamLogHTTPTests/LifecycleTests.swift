@@ -113,6 +113,15 @@ struct LifecycleTests {
         let stopped = try ChildProcess(
             TestSupport.teamlogExecutable, arguments + ["--wait"], stderr: directory.child("stopped.err"))
         #expect(try stopped.readLine(timeout: 1.5) == nil, "not serving while the lock is held")
+        // Its address is said while it waits (with port 0 nothing else names it): /healthz can be watched.
+        let said = MonotonicClock.seconds() + 20
+        while !readTextFile(directory.child("stopped.err")).contains("listening on http://127.0.0.1:"),
+            MonotonicClock.seconds() < said
+        {
+            usleep(50_000)
+        }
+        let waitingLine = readTextFile(directory.child("stopped.err"))
+        #expect(waitingLine.contains("while the store opens (/healthz 200, /readyz 503"), "\(waitingLine)")
         stopped.kill(SIGTERM)
         let stoppedAt = MonotonicClock.seconds()
         _ = try stopped.readToEnd(timeout: 30)
@@ -227,6 +236,26 @@ struct LifecycleTests {
         #expect(records.utf8.count == length, "the whole answer: \(records.utf8.count) of \(length) bytes")
         #expect(records.split(separator: "\n").count == 60_001)
         try checkStore(directory.child("store"), acked: ["o0", "o59999"])
+    }
+
+    /// A port another server holds: exit 3 with what is wrong in words, not NIO's `bind(descriptor:ptr:bytes:)`.
+    @Test func aPortInUseIsSaidPlainly() throws {
+        let directory = TemporaryDirectory("serve-port-in-use")
+        let (first, base) = try startServe(directory)
+        defer {
+            first.kill(SIGTERM)
+            _ = first.wait()
+        }
+        let port = try #require(base.split(separator: ":").last.map(String.init))
+        let second = try ChildProcess.run(
+            TestSupport.teamlogExecutable,
+            ["serve", "--store", directory.child("other"), "--listen", "127.0.0.1:\(port)", "--no-sync"],
+            stderr: directory.child("second.err"), timeout: 60)
+        #expect(second.status == .exited(3))
+        let stderr = readTextFile(directory.child("second.err"))
+        #expect(
+            stderr.contains("cannot listen on 127.0.0.1:\(port): the address is in use") && !stderr.contains("descriptor"),
+            "\(stderr)")
     }
 
     /// After a crash, `serve`'s open replays the log after the projections' checkpoint and says so in a
