@@ -328,6 +328,21 @@ public final class JetStream: @unchecked Sendable {
         try check(js_DeleteConsumer(ctx, stream, durable, nil, &jsCode), jsCode, "js_DeleteConsumer \(durable)")
     }
 
+    /// The last stored message on `subject` (no wildcards; nil if none).
+    public func lastMessage(stream: String, subject: String) throws -> NATSMessage? {
+        var msg: OpaquePointer?
+        var jsCode = jsErrCode(rawValue: 0)
+        let status = js_GetLastMsg(&msg, ctx, stream, subject, nil, &jsCode)
+        if status == NATS_NOT_FOUND || jsCode == JSNoMessageFoundErr {
+            if let msg { natsMsg_Destroy(msg) }
+            return nil
+        }
+        try check(status, jsCode, "js_GetLastMsg \(stream) \(subject)")
+        guard let msg else { return nil }
+        defer { natsMsg_Destroy(msg) }
+        return NATSMessage(copying: msg, stream: stream, stored: true)
+    }
+
     /// Reads one stored message by stream sequence (nil if none), for tests and tools.
     public func message(stream: String, sequence: UInt64) throws -> NATSMessage? {
         var msg: OpaquePointer?

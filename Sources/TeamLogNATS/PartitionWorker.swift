@@ -66,6 +66,8 @@ public final class PartitionWorker: @unchecked Sendable {
         public var published = 0
         /// Outbox entries found at start and published again.
         public var republishedAtStart = 0
+        /// Records not published because the output stream already held them (`downstream`).
+        public var alreadyDownstream = 0
         /// Queries answered.
         public var queries = 0
         /// Times the consumer was re-created at the committed position after an out-of-order redelivery.
@@ -84,6 +86,9 @@ public final class PartitionWorker: @unchecked Sendable {
     private let connection: NATSConnection
     private let writer: WriterService
     private var js: JetStream?
+    /// The last record of this partition on the output stream at start (`lastPublished`): records up to it
+    /// are not published again. Set before consuming starts; read by the publishing thread only after.
+    private var downstream: (position: UInt64, index: Int)?
     private var subscription: PullSubscription?
     private var querySubscription: NATSSubscription?
     private let monitor = Monitor()
@@ -141,8 +146,28 @@ public final class PartitionWorker: @unchecked Sendable {
             writer.confirmPublished(leftovers.map(\.position))
             monitor.locked { _stats.republishedAtStart = leftovers.count }
         }
+        downstream = try lastPublished(js)
         let subscription = try seek(after: writer.sourcePosition)
         monitor.locked { self.subscription = subscription }
+    }
+
+    /// The last record of this partition the output stream holds, as `(input position, index)` from its
+    /// `Nats-Msg-Id`: the newest of the last message on each kind's subject.
+    private func lastPublished(_ js: JetStream) throws -> (position: UInt64, index: Int)? {
+        var last: (position: UInt64, index: Int)?
+        for kind in TeamLogSubjects.recordKinds {
+            guard
+                let message = try js.lastMessage(
+                    stream: TeamLogSubjects.outStream, subject: TeamLogSubjects.out(options.partition, kind)),
+                let id = message.headers["Nats-Msg-Id"]?.first
+            else { continue }
+            let parts = id.split(separator: ":")
+            guard parts.count == 3, Int(parts[0]) == options.partition, let position = UInt64(parts[1]),
+                let index = Int(parts[2])
+            else { continue }
+            if last.map({ ($0.position, $0.index) < (position, index) }) ?? true { last = (position, index) }
+        }
+        return last
     }
 
     /// (Re)creates the durable consumer so it delivers this partition's subject from `position` + 1, in
@@ -389,8 +414,17 @@ public final class PartitionWorker: @unchecked Sendable {
         // loaded 3-partition runs once blamed on that stall was libnats' fetch writing past its batch
         // array; `PullSubscription.fetch` no longer uses it. The window stays: it bounds memory.)
         var unconfirmed = 0
+        var skipped = 0
+        defer { if skipped > 0 { monitor.locked { _stats.alreadyDownstream += skipped } } }
         for done in batch {
             for (n, entry) in done.records.entries.enumerated() {
+                // Already on the output stream (a partition rebuilt from its input stream onto a new store
+                // produces every record again, and the stream's de-duplication window is ten minutes):
+                // not published a second time. The ids are deterministic, so what is there is this record.
+                if let downstream, (done.position, n) <= (downstream.position, downstream.index) {
+                    skipped += 1
+                    continue
+                }
                 try js.publishAsync(
                     TeamLogSubjects.out(p, entry.kind), entry.json,
                     msgId: TeamLogSubjects.outMsgId(p, done.position, n))
@@ -428,6 +462,7 @@ public final class PartitionWorker: @unchecked Sendable {
                     fields.append(("published", .int(Int64(stats.published))))
                     fields.append(("reseeks", .int(Int64(stats.reseeks))))
                     fields.append(("republishedAtStart", .int(Int64(stats.republishedAtStart))))
+                    fields.append(("alreadyDownstream", .int(Int64(stats.alreadyDownstream))))
                     // Nothing left in the stream for it as of its last fetch, nothing in flight, nothing owed.
                     fields.append(("caughtUp", .bool(pending == 0 && inFlight == 0 && unpublished == 0)))
                     status = .object(fields)

@@ -25,6 +25,8 @@ public enum TeamLogSubjects {
     public static func out(_ partition: Int, _ kind: String) -> String { "teamlog.out.\(partition).\(kind)" }
     public static func query(_ partition: Int, _ name: String) -> String { "teamlog.q.\(partition).\(name)" }
     public static func durable(_ partition: Int) -> String { "teamlog-p\(partition)" }
+    /// The record kinds (`Record.kind`), one output subject each.
+    public static let recordKinds = ["event", "rejected", "duplicate", "tip", "delivery", "notice", "signal", "login"]
     public static func outMsgId(_ partition: Int, _ position: UInt64, _ index: Int) -> String {
         "\(partition):\(position):\(index)"
     }

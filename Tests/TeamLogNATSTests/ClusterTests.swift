@@ -66,6 +66,34 @@ struct ClusterTests {
         try verify(harness, lines, connection)
     }
 
+    /// A partition rebuilt onto a new store (its store lost, the input stream intact) replays its inputs
+    /// and produces every record again; once the output stream's de-duplication window has passed (ten
+    /// minutes in a deployment: one second here) nothing but the worker's own check keeps them from being
+    /// published twice — an operator's trial saw all 62,961 of a partition's records again. It finds the
+    /// last of its records on the output stream at start and publishes only what comes after.
+    @Test func aPartitionRebuiltOnANewStorePublishesNothingTwice() throws {
+        let harness = try ClusterHarness(partitions: 2)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        _ = try TeamLogSubjects.ensureStreams(try connection.jetStream(), partitions: 2, outDuplicateWindowSeconds: 1)
+        let lines = ClusterHarness.workload(count: Self.workloadSize, seed: 21)
+        try harness.startAll()
+        try harness.route(lines, connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        let before = try harness.publishedRecords(connection)
+        for status in try harness.stopAll() { #expect(status == .exited(0)) }
+        #expect(Set(before.flatMap { $0.map { String($0.json.split(separator: "\"")[3]) } }).isSubset(of: TeamLogSubjects.recordKinds))
+        sleepMs(1_500)  // past the output stream's window
+        #expect(rename(harness.storePath(1), harness.storePath(1) + ".lost") == 0)
+        try harness.startAll()
+        try harness.waitUntilCaughtUp(connection)
+        let queries = try ClusterQueries(connection: connection, partitions: 2)
+        let rebuilt = try queries.statuses()[1]
+        #expect(rebuilt["alreadyDownstream"]?.intValue == Int64(before[1].count), "\(rebuilt)")
+        #expect(try queries.statuses()[0]["alreadyDownstream"]?.intValue == 0)
+        try verify(harness, lines, connection)  // each record on the output stream once
+    }
+
     /// kill -9 of a partition process at 10 random points while the workload flows, each restarted at
     /// once on its store: nothing lost, nothing applied or published twice.
     @Test func killNineAtRandomPoints() throws {
