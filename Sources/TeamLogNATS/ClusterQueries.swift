@@ -48,10 +48,27 @@ public struct ClusterQueries {
         case .channel:
             return try ask(PartitionKey.partition(of: PartitionKey.channelKey(id), count: partitions, scheme: scheme), kind, id)
         case .message, .receipts:
-            for p in 0..<partitions {
-                if let answer = try ask(p, kind, id) { return answer }
+            // A tip's id is `tip-<seq>` of its partition's log, so several partitions may each have one by
+            // that id (an operator's trial: 138 of a 3-partition run's tips). Every partition is asked, and
+            // two answers are an error naming them rather than the first partition's tip, which may be
+            // another team's.
+            guard id.string.hasPrefix("tip-") else {
+                for p in 0..<partitions {
+                    if let answer = try ask(p, kind, id) { return answer }
+                }
+                return nil
             }
-            return nil
+            let found = try (0..<partitions).compactMap { p in try ask(p, kind, id).map { (p, $0) } }
+            guard found.count <= 1 else {
+                let teams = found.map { p, answer in
+                    "partition \(p)" + (answer["to"]?["id"]?.stringValue.map { " (\($0))" } ?? "")
+                }
+                throw ClusterError(
+                    "\(id) names a tip of \(found.count) partitions: \(teams.joined(separator: ", ")); a tip's id is its "
+                        + "partition's seq, so ask that partition's store (`teamlog message \(id) --store …`) or use "
+                        + "the conversation's own query (`teamlog team`, `teamlog unread`)")
+            }
+            return found.first?.1
         }
     }
 

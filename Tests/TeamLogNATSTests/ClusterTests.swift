@@ -63,6 +63,26 @@ struct ClusterTests {
         let lines = ClusterHarness.workload(count: Self.workloadSize, seed: 7)
         try harness.startAll()
         try harness.route(lines, connection: connection)
+        if partitions > 1 {
+            // A tip's id is its partition's `tip-<seq>`: one that several partitions have is an error naming
+            // them, not whichever partition answered first; one that only one has is answered.
+            try harness.waitUntilCaughtUp(connection)
+            var holders: [String: [Int]] = [:]
+            for (p, records) in try harness.publishedRecords(connection).enumerated() {
+                for record in records where record.json.hasPrefix(#"{"kind":"tip""#) {
+                    if let id = try JSONParser.parse(record.json)["messageId"]?.stringValue { holders[id, default: []].append(p) }
+                }
+            }
+            let queries = try ClusterQueries(connection: connection, partitions: partitions)
+            let shared = try #require(holders.first { $0.value.count > 1 }, "some tip id is in two partitions")
+            #expect {
+                _ = try queries.answer(.message, Id(shared.key))
+            } throws: { error in
+                "\(error)".contains("names a tip of \(shared.value.count) partitions")
+            }
+            let own = try #require(holders.first { $0.value.count == 1 })
+            #expect(try queries.answer(.message, Id(own.key))?["messageId"]?.stringValue == own.key)
+        }
         try verify(harness, lines, connection)
     }
 
