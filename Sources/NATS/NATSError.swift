@@ -155,5 +155,13 @@ func check(_ status: natsStatus, _ context: @autoclosure () -> String) throws {
 /// The checker for JetStream calls, which also report the server's JetStream error code.
 @inline(__always)
 func check(_ status: natsStatus, _ jsCode: jsErrCode, _ context: @autoclosure () -> String) throws {
-    if status != NATS_OK { throw NATSError.from(status, context(), jsCode: jsCode) }
+    guard status != NATS_OK else { return }
+    var error = NATSError.from(status, context(), jsCode: jsCode)
+    // No one answers the JetStream API: the server runs without JetStream (an operator's trial got only
+    // "No responders available for request (JetStream error 10076)").
+    if status == NATS_NO_RESPONDERS {
+        error.message = "no JetStream on this NATS server (no responder for its API): start nats-server with -js "
+            + "(or `jetstream: enabled` in its configuration)"
+    }
+    throw error
 }

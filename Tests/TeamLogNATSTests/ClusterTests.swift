@@ -423,6 +423,25 @@ struct OutageTests {
             #expect(text.contains("cannot connect to NATS at \(url)"), "\(name): \(text)")
         }
     }
+
+    /// A NATS server without JetStream: `route` says so in words (libnats only said "No responders
+    /// available for request (JetStream error 10076)").
+    @Test func aServerWithoutJetStreamIsNamedAsSuch() throws {
+        let server = try NATSServerProcess.start(jetStream: false, storeDir: nil)
+        defer { server.stop() }
+        let dir = TemporaryDirectory()
+        let input = dir.child("in.jsonl")
+        let fd = open(input, O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        _ = #"{"op":"clock.tick","actor":"a"}"#.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+        let route = try ChildProcess(
+            TestSupport.teamlogExecutable, ["route", input, "--nats", server.url, "--partitions", "2"],
+            stderr: dir.child("route.err"))
+        _ = try route.readToEnd(timeout: 60)
+        #expect(route.wait() == .exited(3))
+        let text = try readFile(dir.child("route.err"))
+        #expect(text.contains("no JetStream on this NATS server") && text.contains("-js"), "\(text)")
+    }
 }
 
 func readFile(_ path: String) throws -> String {
