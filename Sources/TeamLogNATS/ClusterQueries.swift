@@ -19,6 +19,9 @@ public struct ClusterQueries {
     /// How the deployment maps a team or channel to its partition.
     public let scheme: PartitionScheme
     public let timeoutMs: Int
+    /// The partitioning the op stream records (`nil`: there is no op stream on this NATS server — no
+    /// deployment yet; `partitions` is then only what the caller asked for).
+    public private(set) var recorded: Partitioning?
 
     public init(connection: NATSConnection, partitions: Int, scheme: PartitionScheme, timeoutMs: Int = 5_000) {
         self.connection = connection
@@ -35,6 +38,7 @@ public struct ClusterQueries {
         try partitioning?.check(partitions: partitions)
         self.init(
             connection: connection, partitions: partitions, scheme: partitioning?.scheme ?? .current, timeoutMs: timeoutMs)
+        recorded = partitioning
     }
 
     /// The answer, or `nil` when no partition knows the id.

@@ -74,7 +74,15 @@ extension Status {
             throw ExitCode(3)
         }
         var statuses: [JSONValue] = []
-        var lines = ["deployment: \(queries.partitions) partitions, partitioning \(queries.scheme)"]
+        // Said from the op stream's record, not echoed from --partitions (an operator's trial: a NATS server
+        // with no deployment at all was described as one of 7 partitions).
+        var lines = [
+            queries.recorded == nil
+                ? "deployment: none on this NATS server (no \(TeamLogSubjects.opsStream) stream yet); asking "
+                    + "\(queries.partitions) partitions"
+                : "deployment: \(queries.recorded?.partitions.map { "\($0) partitions" } ?? "\(queries.partitions) partitions (the op stream records no count)"), "
+                    + "partitioning \(queries.scheme)"
+        ]
         var unanswered = false
         for (p, result) in results.enumerated() {
             switch result {

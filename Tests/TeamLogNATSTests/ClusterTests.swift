@@ -424,6 +424,22 @@ struct OutageTests {
         }
     }
 
+    /// `status --nats` on a JetStream server where no deployment was ever made says so, instead of
+    /// echoing `--partitions` as if the deployment existed.
+    @Test func statusOfANATSServerWithNoDeploymentSaysSo() throws {
+        let dir = TemporaryDirectory()
+        mkdir(dir.child("js"), 0o755)
+        let server = try NATSServerProcess.start(storeDir: dir.child("js"))
+        defer { server.stop() }
+        let status = try ChildProcess(
+            TestSupport.teamlogExecutable, ["status", "--nats", server.url, "--partitions", "1"],
+            stderr: dir.child("status.err"))
+        let lines = try status.readToEnd(timeout: 60)
+        #expect(status.wait() == .exited(3), "the partition does not answer")
+        #expect(
+            lines.first?.hasPrefix("deployment: none on this NATS server (no TEAMLOG_OPS stream yet)") == true, "\(lines)")
+    }
+
     /// A NATS server without JetStream: `route` says so in words (libnats only said "No responders
     /// available for request (JetStream error 10076)").
     @Test func aServerWithoutJetStreamIsNamedAsSuch() throws {
