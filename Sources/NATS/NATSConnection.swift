@@ -1,3 +1,4 @@
+import Synchronization
 import TeamLogThreads
 internal import CNATS
 
@@ -69,14 +70,27 @@ public final class NATSConnection: @unchecked Sendable {
         public var reconnectWaitMs = 250
         /// Whether to try the servers in the given order instead of a random one.
         public var noRandomize = false
+        /// Told when an established connection is lost and when it is back (on a library thread): a
+        /// long-running service says so, since its work just pauses meanwhile.
+        public var onConnectionEvent: (@Sendable (ConnectionEvent) -> Void)?
 
         /// Options for `servers` with the defaults above.
         public init(servers: [String]) { self.servers = servers }
     }
 
+    /// A change of an established connection's state.
+    public enum ConnectionEvent: Sendable {
+        /// The connection to the server was lost; the library reconnects (within `maxReconnects`).
+        case disconnected
+        /// Connected again, to this server.
+        case reconnected(url: String)
+    }
+
     let nc: OpaquePointer
     /// The options it connected with.
     public let options: Options
+    /// `onConnectionEvent`, boxed for the C callbacks; released with the connection.
+    private let eventBox: Unmanaged<EventBox>?
 
     /// Connects to one of `options.servers`; throws a `NATSError` (code `.noServers`, `.timeout`, ...)
     /// naming the servers when none answers, without retrying in the background.
@@ -99,6 +113,27 @@ public final class NATSConnection: @unchecked Sendable {
         try check(natsOptions_SetNoRandomize(opts, options.noRandomize), "natsOptions_SetNoRandomize")
         try check(natsOptions_SetRetryOnFailedConnect(opts, false, nil, nil), "natsOptions_SetRetryOnFailedConnect")
         if let name = options.name { try check(natsOptions_SetName(opts, name), "natsOptions_SetName") }
+        let box = options.onConnectionEvent.map { Unmanaged.passRetained(EventBox($0)) }
+        eventBox = box
+        if let box {
+            let context = box.toOpaque()
+            try check(
+                natsOptions_SetDisconnectedCB(
+                    opts, { _, context in
+                        guard let context else { return }
+                        Unmanaged<EventBox>.fromOpaque(context).takeUnretainedValue().handler(.disconnected)
+                    }, context), "natsOptions_SetDisconnectedCB")
+            try check(
+                natsOptions_SetReconnectedCB(
+                    opts, { nc, context in
+                        guard let context, let nc else { return }
+                        var buffer = [CChar](repeating: 0, count: 256)
+                        let url =
+                            natsConnection_GetConnectedUrl(nc, &buffer, buffer.count) == NATS_OK
+                            ? String(cString: buffer) : "?"
+                        Unmanaged<EventBox>.fromOpaque(context).takeUnretainedValue().handler(.reconnected(url: url))
+                    }, context), "natsOptions_SetReconnectedCB")
+        }
         var handle: OpaquePointer?
         let status = natsConnection_Connect(&handle, opts)
         guard status == NATS_OK, let handle else {
@@ -111,7 +146,11 @@ public final class NATSConnection: @unchecked Sendable {
         withExtendedLifetime(arena) {}
     }
 
-    deinit { natsConnection_Destroy(nc) }
+    deinit {
+        eventBox?.takeUnretainedValue().closing.store(true, ordering: .releasing)
+        // The box is not released: libnats may still run a callback on its own thread after this returns.
+        natsConnection_Destroy(nc)
+    }
 
     /// Publishes `data` on `subject` (fire and forget; `flush` to know the server has it).
     public func publish(_ subject: String, _ data: [UInt8], headers: [(String, String)] = []) throws {
@@ -201,7 +240,10 @@ public final class NATSConnection: @unchecked Sendable {
     }
 
     /// Closes the connection (subscriptions end, later calls fail with `.connectionClosed`). Idempotent.
-    public func close() { natsConnection_Close(nc) }
+    public func close() {
+        eventBox?.takeUnretainedValue().closing.store(true, ordering: .releasing)  // a close is no lost connection
+        natsConnection_Close(nc)
+    }
 
     /// Whether the connection is closed (by `close()` or after reconnects ran out).
     public var isClosed: Bool { natsConnection_IsClosed(nc) }
@@ -255,4 +297,15 @@ public final class NATSSubscription: @unchecked Sendable {
     public var isValid: Bool { lock.locked { sub.map { natsSubscription_IsValid($0) } ?? false } }
 
     deinit { cancel() }
+}
+
+/// The connection-event handler, kept alive for libnats' callbacks.
+private final class EventBox: Sendable {
+    private let onEvent: @Sendable (NATSConnection.ConnectionEvent) -> Void
+    /// Set by `close()`: the disconnection a close makes is not reported.
+    let closing = Atomic<Bool>(false)
+    init(_ handler: @escaping @Sendable (NATSConnection.ConnectionEvent) -> Void) { onEvent = handler }
+    func handler(_ event: NATSConnection.ConnectionEvent) {
+        if !closing.load(ordering: .acquiring) { onEvent(event) }
+    }
 }

@@ -29,7 +29,20 @@ struct ClusterOptions: ParsableArguments {
         guard partitions > 0 else { throw ValidationError("--partitions must be positive") }
         var options = NATSConnection.Options(servers: nats.split(separator: ",").map(String.init))
         options.name = name
-        if reconnectForever { options.maxReconnects = -1 }
+        if reconnectForever {
+            options.maxReconnects = -1
+            // A partition runs for days: a lost NATS connection pauses its work, so it is said when it goes and
+            // when it is back (an operator's trial saw nothing in the log while NATS was away).
+            let servers = nats
+            options.onConnectionEvent = { event in
+                switch event {
+                case .disconnected:
+                    printErr("teamlog: NATS connection to \(servers) lost: consuming and publishing wait; reconnecting")
+                case .reconnected(let url):
+                    printErr("teamlog: NATS connection back (\(url)): consuming and publishing go on")
+                }
+            }
+        }
         var attempt = 0
         while true {
             attempt += 1

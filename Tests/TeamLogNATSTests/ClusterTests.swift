@@ -173,6 +173,11 @@ struct ClusterTests {
         try harness.route(Array(lines[..<200]), connection: connection)  // again: duplicates, not new events
         try harness.route(Array(lines[200...]), connection: connection)
         try verify(harness, lines, connection)
+        // The partition said when NATS went and when it was back (before, its log held nothing of it); its
+        // own stop, a close, is not reported as a lost connection.
+        let log = (try? String(decoding: readBytes(harness.directory.child("start-1.err")), as: UTF8.self)) ?? ""
+        #expect(log.components(separatedBy: "lost: consuming and publishing wait").count == 2, "\(log)")
+        #expect(log.contains("NATS connection back (nats://127.0.0.1:"), "\(log)")
     }
 
     /// A `message.modify` of a message a new router does not remember, while the partition holding it is
