@@ -32,6 +32,11 @@ public struct Route: Sendable, Hashable, CustomStringConvertible {
     public static let metrics = Route("GET", "/metrics")
     public static let openapi = Route("GET", "/openapi.yaml")
 
+    /// The GET routes also answered to HEAD (RFC 9110 §9.3.2: the same status and headers, no body) — for
+    /// probes and caches that use HEAD. Not the two streams (`log`, `records`), whose GET runs for as long
+    /// as it streams.
+    public static let headable: [Route] = [team, unread, receipts, message, channel, status, healthz, readyz, metrics, openapi]
+
     /// Every route the server answers.
     public static let all: [Route] = [
         ops, team, unread, receipts, message, channel, log, records, status, healthz, readyz, metrics, openapi,

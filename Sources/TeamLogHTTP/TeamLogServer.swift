@@ -101,10 +101,21 @@ public final class TeamLogServer: Service, Sendable {
                 try await respond(route, request, context)
             }
         }
+        for route in Route.headable {
+            router.on(RouterPath(route.routerPath), method: .head) { [self] request, context in
+                let answer: Response
+                do { answer = try await respond(route, request, context) } catch let error as APIError {
+                    answer = error.response()  // its status and headers; the body goes below
+                }
+                var headers = answer.headers
+                headers[.contentLength] = nil  // what the GET's body would have been is not worked out again
+                return Response(status: answer.status, headers: headers)
+            }
+        }
         // Other methods on a known path: 405 with the methods it has.
         let byPath = Dictionary(grouping: Route.all, by: \.path)
         for (path, routes) in byPath {
-            let allowed = routes.map(\.method)
+            let allowed = routes.map(\.method) + (Route.headable.contains { $0.path == path } ? ["HEAD"] : [])
             for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "TRACE", "QUERY"] where !allowed.contains(method) {
                 router.on(RouterPath(routes[0].routerPath), method: HTTPRequest.Method(rawValue: method)!) {
                     _, _ -> Response in

@@ -490,9 +490,20 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         for method in ["OPTIONS", "TRACE", "QUERY"] {
             let reply = try await send(method, server.base + "/v1/status")
             #expect(reply.status == 405, "\(method)")
-            #expect(reply.header("allow") == "GET", "\(method)")
+            #expect(reply.header("allow") == "GET, HEAD", "\(method)")
             #expect(reply.json["error"]?["code"] == .string("methodNotAllowed"), "\(method)")
         }
+        // HEAD (load-balancer probes): the GET's status and headers, no body — a missing id's 404 too; and
+        // the connection goes on with the next request (no stray body bytes in it). Not on the streams.
+        let heads = try await sendRaw(
+            Array(
+                ("HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\nHEAD /v1/teams/nope HTTP/1.1\r\nHost: x\r\n\r\n"
+                    + "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").utf8), port: server.port)
+        let statuses = heads.components(separatedBy: "\r\n").filter { $0.hasPrefix("HTTP/1.1 ") }
+        #expect(statuses.map { String($0.prefix(12)) } == ["HTTP/1.1 200", "HTTP/1.1 404", "HTTP/1.1 200"], "\(heads)")
+        #expect(heads.components(separatedBy: #""ready":true"#).count == 2, "only the GET has a body: \(heads)")
+        #expect(!heads.contains(#""code":"notFound""#) && !heads.contains("noSuchTeam"), "\(heads)")
+        #expect(try await send("HEAD", server.base + "/v1/log").status == 405)
         let metrics = try await send("GET", server.base + "/metrics").body
         #expect(!metrics.contains(#"status="500""#), "\(metrics)")
         #expect(try await send("GET", server.base + "/readyz").json["ready"] == .bool(true))
