@@ -1,4 +1,5 @@
 import Metrics
+import Synchronization
 public import Prometheus
 import TeamLog
 public import TeamLogRuntime
@@ -27,8 +28,11 @@ public final class ServerMetrics: Sendable {
     let workingSetBytes: Metrics.Gauge
     let workingSetBudget: Metrics.Gauge
     let workingSetHitRatio: Metrics.Gauge
-    let workingSetLoads: Metrics.Gauge
-    let workingSetEvictions: Metrics.Gauge
+    /// Counters (they only grow while the store is open): Prometheus' `rate()` needs the type.
+    let workingSetLoads: Metrics.Counter
+    let workingSetEvictions: Metrics.Counter
+    /// The store's cumulative loads and evictions last added to the counters (the writer's thread only).
+    private let countedWorkingSet = Mutex<(loads: Int, evictions: Int)>((0, 0))
     let windowEvents: Metrics.Gauge
     let windowBytes: Metrics.Gauge
     let atReplays: Metrics.Gauge
@@ -69,8 +73,8 @@ public final class ServerMetrics: Sendable {
         workingSetBytes = Metrics.Gauge(label: "teamlog_working_set_bytes", factory: factory)
         workingSetBudget = Metrics.Gauge(label: "teamlog_working_set_budget_bytes", factory: factory)
         workingSetHitRatio = Metrics.Gauge(label: "teamlog_working_set_hit_ratio", factory: factory)
-        workingSetLoads = Metrics.Gauge(label: "teamlog_working_set_loads", factory: factory)
-        workingSetEvictions = Metrics.Gauge(label: "teamlog_working_set_evictions", factory: factory)
+        workingSetLoads = Metrics.Counter(label: "teamlog_working_set_loads_total", factory: factory)
+        workingSetEvictions = Metrics.Counter(label: "teamlog_working_set_evictions_total", factory: factory)
         windowEvents = Metrics.Gauge(label: "teamlog_record_window_events", factory: factory)
         windowBytes = Metrics.Gauge(label: "teamlog_record_window_bytes", factory: factory)
         atReplays = Metrics.Gauge(label: "teamlog_at_replays_running", factory: factory)
@@ -89,8 +93,12 @@ public final class ServerMetrics: Sendable {
             workingSetBytes.record(Double(workingSet.residentBytes))
             workingSetBudget.record(Double(workingSet.budgetBytes))
             workingSetHitRatio.record(workingSet.hitRatio)
-            workingSetLoads.record(Double(workingSet.loads))
-            workingSetEvictions.record(Double(workingSet.evictions))
+            let (loads, evictions) = countedWorkingSet.withLock { counted in
+                defer { counted = (workingSet.loads, workingSet.evictions) }
+                return (workingSet.loads - counted.loads, workingSet.evictions - counted.evictions)
+            }
+            if loads > 0 { workingSetLoads.increment(by: loads) }
+            if evictions > 0 { workingSetEvictions.increment(by: evictions) }
         }
         windowEvents.record(Double(report.windowEvents))
         windowBytes.record(Double(report.windowBytes))

@@ -530,6 +530,10 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(body.contains("teamlog_store_free_bytes{env=\"proj\"}"))
         #expect(body.contains("teamlog_store_read_ahead 1"))  // a small store on a machine with room
         #expect(body.contains("teamlog_working_set_hit_ratio "))
+        // Cumulative counts are counters (`rate()` needs the type); a new store loads nothing from LMDB.
+        #expect(body.contains("# TYPE teamlog_working_set_loads_total counter"), "\(body)")
+        #expect(body.contains("# TYPE teamlog_working_set_evictions_total counter"))
+        #expect(body.contains("teamlog_working_set_loads_total 0"), "\(body)")
         // Every committed event is retained (far under both limits): as many as the head seq.
         let head = try await send("GET", server.base + "/v1/status").json["headSeq"]?.intValue ?? -1
         #expect(body.contains("teamlog_record_window_events \(Double(head))"), "head \(head)")
