@@ -349,8 +349,8 @@ final class LoadState: @unchecked Sendable {
     func signal() { monitor.locked { done = true } }
 }
 
-/// A blocking TCP connection to `127.0.0.1:port` (30 s receive timeout).
-func connectLoopback(_ port: Int) throws -> Int32 {
+/// A blocking TCP connection to `127.0.0.1:port`, reads timing out after `receiveTimeoutSeconds`.
+func connectLoopback(_ port: Int, receiveTimeoutSeconds: Int = 30) throws -> Int32 {
     #if canImport(Glibc)
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     #else
@@ -368,7 +368,7 @@ func connectLoopback(_ port: Int) throws -> Int32 {
         close(fd)
         throw ChildProcessError("connect: \(errno)")
     }
-    var timeout = timeval(tv_sec: 30, tv_usec: 0)
+    var timeout = timeval(tv_sec: receiveTimeoutSeconds, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     return fd
 }

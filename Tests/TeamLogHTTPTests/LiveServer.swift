@@ -167,23 +167,8 @@ func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) async throw
 }
 
 private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool) throws -> String {
-    #if canImport(Glibc)
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #else
-        let fd = socket(AF_INET, SOCK_STREAM, 0)
-    #endif
-    guard fd >= 0 else { throw ChildProcessError("socket: \(errno)") }
+    let fd = try connectLoopback(port, receiveTimeoutSeconds: 10)
     defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw ChildProcessError("connect: \(errno)") }
-    var timeout = timeval(tv_sec: 10, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     var sent = 0
     while sent < request.count {
         let n = request[sent...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
