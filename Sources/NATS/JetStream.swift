@@ -330,34 +330,36 @@ public final class JetStream: @unchecked Sendable {
 
     /// The last stored message on `subject` (no wildcards; nil if none).
     public func lastMessage(stream: String, subject: String) throws -> NATSMessage? {
-        var msg: OpaquePointer?
-        var jsCode = jsErrCode(rawValue: 0)
-        let status = js_GetLastMsg(&msg, ctx, stream, subject, nil, &jsCode)
-        if status == NATS_NOT_FOUND || jsCode == JSNoMessageFoundErr {
-            if let msg { natsMsg_Destroy(msg) }
-            return nil
+        try stored(stream, "js_GetLastMsg \(stream) \(subject)") { msg, code in
+            js_GetLastMsg(&msg, ctx, stream, subject, nil, &code)
         }
-        try check(status, jsCode, "js_GetLastMsg \(stream) \(subject)")
-        guard let msg else { return nil }
-        defer { natsMsg_Destroy(msg) }
-        return NATSMessage(copying: msg, stream: stream, stored: true)
     }
 
     /// Reads one stored message by stream sequence (nil if none), for tests and tools.
     public func message(stream: String, sequence: UInt64) throws -> NATSMessage? {
+        var message = try stored(stream, "js_GetMsg \(stream) #\(sequence)") { msg, code in
+            js_GetMsg(&msg, ctx, stream, sequence, nil, &code)
+        }
+        if message != nil && message?.streamSequence == nil { message?.streamSequence = sequence }
+        return message
+    }
+
+    /// A stored message a `js_Get…Msg` call reads (nil when the stream has none such).
+    private func stored(
+        _ stream: String, _ context: @autoclosure () -> String,
+        _ get: (inout OpaquePointer?, inout jsErrCode) -> natsStatus
+    ) throws -> NATSMessage? {
         var msg: OpaquePointer?
         var jsCode = jsErrCode(rawValue: 0)
-        let status = js_GetMsg(&msg, ctx, stream, sequence, nil, &jsCode)
+        let status = get(&msg, &jsCode)
         if status == NATS_NOT_FOUND || jsCode == JSNoMessageFoundErr {
             if let msg { natsMsg_Destroy(msg) }
             return nil
         }
-        try check(status, jsCode, "js_GetMsg \(stream) #\(sequence)")
+        try check(status, jsCode, context())
         guard let msg else { return nil }
         defer { natsMsg_Destroy(msg) }
-        var message = NATSMessage(copying: msg, stream: stream, stored: true)
-        if message.streamSequence == nil { message.streamSequence = sequence }
-        return message
+        return NATSMessage(copying: msg, stream: stream, stored: true)
     }
 }
 
