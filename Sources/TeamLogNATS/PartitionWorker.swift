@@ -117,6 +117,7 @@ public final class PartitionWorker: @unchecked Sendable {
     /// Creates the streams when absent, publishes what the outbox still holds, subscribes, and starts
     /// consuming and answering queries.
     public func start() throws {
+        try refuseIfAnotherInstanceServes()
         let js = try connection.jetStream(maxPendingAsync: 65_536)
         self.js = js
         // A cluster that is still electing leaders (just started, or a node restarting) times out stream
@@ -168,6 +169,22 @@ public final class PartitionWorker: @unchecked Sendable {
             if last.map({ ($0.position, $0.index) < (position, index) }) ?? true { last = (position, index) }
         }
         return last
+    }
+
+    /// A second process serving this partition (on another store) would delete and recreate the durable
+    /// consumer under the first, and the two would take turns answering queries — the one behind stale, and
+    /// able to stall while its status said caught up (an operator's trial). Before touching anything, the
+    /// partition's status subject is asked: an answer is a live instance, and this one refuses to start.
+    /// (Two instances starting in the same second can both find none: a supervisor runs one per partition.)
+    private func refuseIfAnotherInstanceServes() throws {
+        let subject = TeamLogSubjects.query(options.partition, "status")
+        guard let answer = try? connection.request(subject, [], timeoutMs: 1_000) else { return }  // none: go on
+        let status = try? JSONParser.parse(answer.data)
+        let pid = status?["writerPid"]?.intValue.map { " (its writer pid \($0))" } ?? ""
+        let position = status?["sourcePosition"]?.intValue.map { ", at stream position \($0)" } ?? ""
+        throw ClusterError(
+            "partition \(options.partition) of \(options.partitions) is already served by another process\(pid)\(position): "
+                + "one process per partition — stop it first (this one changed nothing)")
     }
 
     /// (Re)creates the durable consumer so it delivers this partition's subject from `position` + 1, in

@@ -114,6 +114,30 @@ struct ClusterTests {
         try verify(harness, lines, connection)  // each record on the output stream once
     }
 
+    /// A second process for a partition that one already serves (another store, the same `--partition`)
+    /// refuses to start before touching the durable consumer; the first goes on undisturbed. Before, the two
+    /// took turns answering queries and the second stalled while its status said caught up.
+    @Test func aSecondInstanceOfAPartitionIsRefused() throws {
+        let harness = try ClusterHarness(partitions: 1)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: 300, seed: 23)
+        try harness.startAll()
+        try harness.route(Array(lines[..<150]), connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        let second = try ChildProcess.run(
+            TestSupport.teamlogExecutable,
+            [
+                "serve", "--store", harness.directory.child("second"), "--listen", "127.0.0.1:0", "--nats",
+                harness.urls.joined(separator: ","), "--partition", "0", "--partitions", "1",
+            ], stderr: harness.directory.child("second.err"), timeout: 60)
+        #expect(second.status == .exited(3))
+        let stderr = (try? String(decoding: readBytes(harness.directory.child("second.err")), as: UTF8.self)) ?? ""
+        #expect(stderr.contains("partition 0 of 1 is already served by another process"), "\(stderr)")
+        try harness.route(Array(lines[150...]), connection: connection)
+        try verify(harness, lines, connection)  // the first answers everything, its records once
+    }
+
     /// kill -9 of a partition process at 10 random points while the workload flows, each restarted at
     /// once on its store: nothing lost, nothing applied or published twice.
     @Test func killNineAtRandomPoints() throws {
