@@ -101,8 +101,8 @@ final class ParsePipeline: @unchecked Sendable {
                     break
                 }
                 // Batch: wait for input in 200 ms steps (a pipe gone quiet: hand over the lines in hand and
-                // look for a stop request). Live and idle: wait a while (then look for
-                // a stop); live with lines in hand: only see whether more are there already.
+                // look for a stop request). Live and idle: wait a while (then look for a stop); live with
+                // lines in hand: only see whether more are there already.
                 let timeout = mode == .batch ? 200 : chunk.isEmpty ? 50 : 0
                 switch try reader.next(timeoutMs: timeout) {
                 case .line(let line):

@@ -55,6 +55,9 @@ public final class Processor {
     /// records the input position its lines reach (`Store.stageInput`), which `ingest --resume` goes on
     /// from. `nil`: none is kept (standard input from a pipe, the HTTP server).
     public var input: (path: String, offset: UInt64)?
+    /// The last line answered since the last commit, with its end offset and checksum: staged as the input
+    /// position when the next commit starts (once per commit, not per line).
+    private var answeredSinceCommit: (number: Int, endOffset: Int, checksum: UInt64)?
     /// Batch mode (`run`) calls this on the processing thread after each chunk of lines (512) with the
     /// input bytes consumed through the last line processed, for a progress display; stream mode does not.
     public var progress: ((_ inputBytes: Int) -> Void)?
@@ -91,12 +94,7 @@ public final class Processor {
     /// Handles one input line that was already read and parsed.
     public func process(_ parsed: ParsedLine) throws {
         summary.lastLine = parsed.number
-        if let input {
-            store.stageInput(
-                InputPosition(
-                    offset: input.offset + UInt64(parsed.endOffset), line: UInt64(parsed.number),
-                    lineChecksum: parsed.checksum, path: input.path))
-        }
+        if input != nil { answeredSinceCommit = (parsed.number, parsed.endOffset, parsed.checksum) }
         guard let result = parsed.result else { return }  // blank lines are not ops
         summary.lines += 1
         switch result {
@@ -184,9 +182,19 @@ public final class Processor {
     /// durable, before any later batch's.
     private func startCommit(inPlace: Bool) throws {
         try finishInFlight()
-        // A batch of rejections alone commits too when it names an input position (`input`): a resumed
-        // run starts after them instead of answering them again.
-        if store.pendingCount > 0 || (input != nil && store.hasStagedSource) {
+        // The input position goes with the commit that holds its lines' events (the store commits only
+        // when this processor asks). A batch of rejections alone commits too when it moves the position:
+        // a resumed run starts after them instead of answering them again.
+        var movesInput = false
+        if let input, let answered = answeredSinceCommit {
+            store.stageInput(
+                InputPosition(
+                    offset: input.offset + UInt64(answered.endOffset), line: UInt64(answered.number),
+                    lineChecksum: answered.checksum, path: input.path))
+            answeredSinceCommit = nil
+            movesInput = true
+        }
+        if store.pendingCount > 0 || movesInput {
             do { try inPlace ? store.commit() : store.beginCommit() } catch {
                 out.bytes.removeAll(keepingCapacity: true)  // this batch's records: it did not commit
                 throw error
@@ -297,10 +305,10 @@ public final class Processor {
     /// chunks ahead of this one, which decides and applies in input order; each full batch is written
     /// and fsynced by the store's committer thread while this one works on the next.
     ///
-    /// When `stopRequested()` turns true (looked at between chunks, and every 200 ms while the input is quiet) the reading thread stops reading;
-    /// every line it had read is still answered, committed and printed, as in stream mode (a producer on a
-    /// pipe cannot send those again), and it returns false: the input after `summary.lastLine` was not
-    /// read. True when it read the input to its end.
+    /// When `stopRequested()` turns true (looked at between chunks, and every 200 ms while the input is
+    /// quiet) the reading thread stops reading; every line it had read is still answered, committed and
+    /// printed, as in stream mode (a producer on a pipe cannot send those again), and it returns false: the
+    /// input after `summary.lastLine` was not read. True when it read the input to its end.
     @discardableResult
     public func run(_ reader: inout LineReader, stopRequested: () -> Bool = { false }) throws -> Bool {
         let pipeline = ParsePipeline(reader: reader, checksums: input != nil)
