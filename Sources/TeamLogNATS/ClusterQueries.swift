@@ -56,7 +56,7 @@ public struct ClusterQueries {
             // that id (an operator's trial: 138 of a 3-partition run's tips). Every partition is asked, and
             // two answers are an error naming them rather than the first partition's tip, which may be
             // another team's.
-            guard id.string.hasPrefix("tip-") else {
+            guard Ids.isReservedTipId(id.string) else {
                 for p in 0..<partitions {
                     if let answer = try ask(p, kind, id) { return answer }
                 }

@@ -156,17 +156,14 @@ public final class PartitionWorker: @unchecked Sendable {
     /// `Nats-Msg-Id`: the newest of the last message on each kind's subject.
     private func lastPublished(_ js: JetStream) throws -> (position: UInt64, index: Int)? {
         var last: (position: UInt64, index: Int)?
-        for kind in TeamLogSubjects.recordKinds {
+        for kind in Record.kinds {
             guard
                 let message = try js.lastMessage(
                     stream: TeamLogSubjects.outStream, subject: TeamLogSubjects.out(options.partition, kind)),
-                let id = message.headers["Nats-Msg-Id"]?.first
+                let id = message.headers["Nats-Msg-Id"]?.first.flatMap(TeamLogSubjects.parseOutMsgId),
+                id.partition == options.partition
             else { continue }
-            let parts = id.split(separator: ":")
-            guard parts.count == 3, Int(parts[0]) == options.partition, let position = UInt64(parts[1]),
-                let index = Int(parts[2])
-            else { continue }
-            if last.map({ ($0.position, $0.index) < (position, index) }) ?? true { last = (position, index) }
+            if last.map({ ($0.position, $0.index) < (id.position, id.index) }) ?? true { last = (id.position, id.index) }
         }
         return last
     }

@@ -25,10 +25,16 @@ public enum TeamLogSubjects {
     public static func out(_ partition: Int, _ kind: String) -> String { "teamlog.out.\(partition).\(kind)" }
     public static func query(_ partition: Int, _ name: String) -> String { "teamlog.q.\(partition).\(name)" }
     public static func durable(_ partition: Int) -> String { "teamlog-p\(partition)" }
-    /// The record kinds (`Record.kind`), one output subject each.
-    public static let recordKinds = ["event", "rejected", "duplicate", "tip", "delivery", "notice", "signal", "login"]
     public static func outMsgId(_ partition: Int, _ position: UInt64, _ index: Int) -> String {
         "\(partition):\(position):\(index)"
+    }
+    /// The partition, input position and record index an `outMsgId` names (`nil` for any other text).
+    public static func parseOutMsgId(_ id: String) -> (partition: Int, position: UInt64, index: Int)? {
+        let parts = id.split(separator: ":")
+        guard parts.count == 3, let partition = Int(parts[0]), let position = UInt64(parts[1]),
+            let index = Int(parts[2])
+        else { return nil }
+        return (partition, position, index)
     }
 
     /// Creates both streams when absent (an existing stream is left as it is) and returns the

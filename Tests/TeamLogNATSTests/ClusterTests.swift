@@ -102,7 +102,7 @@ struct ClusterTests {
         try harness.waitUntilCaughtUp(connection)
         let before = try harness.publishedRecords(connection)
         for status in try harness.stopAll() { #expect(status == .exited(0)) }
-        #expect(Set(before.flatMap { $0.map { String($0.json.split(separator: "\"")[3]) } }).isSubset(of: TeamLogSubjects.recordKinds))
+        #expect(Set(before.flatMap { $0.map { String($0.json.split(separator: "\"")[3]) } }).isSubset(of: Record.kinds))
         sleepMs(1_500)  // past the output stream's window
         #expect(rename(harness.storePath(1), harness.storePath(1) + ".lost") == 0)
         try harness.startAll()

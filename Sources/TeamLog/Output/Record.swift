@@ -9,8 +9,10 @@ public enum Record: Sendable, Equatable {
     /// What applying an event produced.
     case output(Output)
 
-    /// The record's `kind` field: `rejected`, `duplicate`, `event`, `tip`, `delivery`, `notice`, `signal`
-    /// or `login`.
+    /// Every `kind` a record can have (a NATS partition publishes each on a subject of its own).
+    public static let kinds = ["rejected", "duplicate", "event", "tip", "delivery", "notice", "signal", "login"]
+
+    /// The record's `kind` field: one of `kinds`.
     public var kind: String {
         switch self {
         case .rejected: "rejected"
