@@ -196,9 +196,10 @@ extension Ingest {
                     + "input (\(what)): not that input")
         }
         guard position.offset > 0 else { return position }
-        // The line ending at the offset: back from its end to the newline before it (a line is at most
-        // `OpParser.maxLineBytes`, but one over the limit has no checksum: only its end is read).
-        let window = Int(min(position.offset, UInt64(OpParser.maxLineBytes + 2)))
+        // The line ending at the offset: back from its end to the newline before it — at most
+        // `OpParser.maxLineBytes` of content, its CR and LF, and that newline (one over the limit has no
+        // checksum: only its end is read).
+        let window = Int(min(position.offset, UInt64(OpParser.maxLineBytes + 3)))
         var bytes = [UInt8](repeating: 0, count: window)
         let got = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, window, off_t(position.offset) - off_t(window)) }
         guard got == window else { throw CLIError("--resume: cannot read \(file): \(String(cString: strerror(errno)))") }

@@ -76,13 +76,16 @@ extension Status {
         var statuses: [JSONValue] = []
         // Said from the op stream's record, not echoed from --partitions (an operator's trial: a NATS server
         // with no deployment at all was described as one of 7 partitions).
-        var lines = [
-            queries.recorded == nil
-                ? "deployment: none on this NATS server (no \(TeamLogSubjects.opsStream) stream yet); asking "
-                    + "\(queries.partitions) partitions"
-                : "deployment: \(queries.recorded?.partitions.map { "\($0) partitions" } ?? "\(queries.partitions) partitions (the op stream records no count)"), "
-                    + "partitioning \(queries.scheme)"
-        ]
+        let deployment: String
+        if let recorded = queries.recorded {
+            let count = recorded.partitions.map { "\($0) partitions" }
+                ?? "\(queries.partitions) partitions (the op stream records no count)"
+            deployment = "deployment: \(count), partitioning \(queries.scheme)"
+        } else {
+            deployment = "deployment: none on this NATS server (no \(TeamLogSubjects.opsStream) stream yet); asking "
+                + "\(queries.partitions) partitions"
+        }
+        var lines = [deployment]
         var unanswered = false
         for (p, result) in results.enumerated() {
             switch result {

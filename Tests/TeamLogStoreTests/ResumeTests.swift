@@ -139,6 +139,26 @@ import Testing
         #expect(store.checkpoint.hash == clean.hash, "the same log, to the hash chain's head")
     }
 
+    /// The position's line as long as a line may be (the limit's bytes, then CRLF): found whole, so the
+    /// file is recognised and resumed after it (one byte short of the window, it was refused as another
+    /// input).
+    @Test func aLineOfTheFullLengthWithCRLFResumes() throws {
+        let directory = TemporaryDirectory("resume-long")
+        let input = directory.child("in.jsonl")
+        let storePath = directory.child("store")
+        let first = Self.lines[0] + "\n" + String(repeating: "x", count: OpParser.maxLineBytes) + "\r\n"
+        try CrashSafetyTests.writeFile(input, Array(first.utf8))
+        let run = try ChildProcess.run(
+            TestSupport.teamlogExecutable, ["ingest", input, "--store", storePath, "--emit", "none"], timeout: 120)
+        #expect(run.status == .exited(0))
+        try CrashSafetyTests.writeFile(input, Array((first + Self.lines[1] + "\n").utf8))
+        let resumed = try Self.ingest([input, "--store", storePath, "--resume"], err: directory.child("err"))
+        let lines = try resumed.readToEnd(timeout: 120)
+        #expect(resumed.wait() == .exited(0), "\(readTextFile(directory.child("err")))")
+        #expect(readTextFile(directory.child("err")).contains("resuming \(input) after line 2"))
+        #expect(lines.compactMap { try? JSONParser.parse($0) }.compactMap { $0["line"]?.intValue } == [3])
+    }
+
     /// A file that grew: `--resume` reads only what was added, with line numbers going on from the first
     /// run's; a file that is not the input (shorter, another line where the position ends) is refused
     /// before anything is read; a store fed from a pipe only records no position to resume from.
