@@ -36,6 +36,9 @@ public final class ServerMetrics: Sendable {
     let windowEvents: Metrics.Gauge
     let windowBytes: Metrics.Gauge
     let atReplays: Metrics.Gauge
+    /// A NATS partition's consumption (`serve --nats`), made at its first reading so a standalone server
+    /// exports none of them.
+    private let partition = Mutex<PartitionMetrics?>(nil)
 
     public init(registry: PrometheusCollectorRegistry = PrometheusCollectorRegistry()) {
         self.registry = registry
@@ -130,6 +133,122 @@ public final class ServerMetrics: Sendable {
                 projectionFreeBytes.record(Double(free.projections))
             }
         }
-        return registry.emitToBuffer()
+        return Self.withHelp(registry.emitToBuffer())
+    }
+
+    // MARK: - A NATS partition
+
+    /// What a NATS partition's worker counted (`serve --nats`; the worker's counters since start).
+    public struct PartitionReading: Sendable {
+        /// Messages its stream subject still held for it at its last fetch (nil: none fetched yet).
+        public var pending: UInt64?
+        public var consumed = 0
+        public var published = 0
+        public var skipped = 0
+        public var reseeks = 0
+        public var alreadyDownstream = 0
+        /// Inputs fetched but not yet committed, published and acked.
+        public var inFlight = 0
+        /// Whether it holds a renewed lease (it fetches only then).
+        public var leaseValid = false
+        public init() {}
+    }
+
+    private final class PartitionMetrics: Sendable {
+        let pending: Metrics.Gauge
+        let inFlight: Metrics.Gauge
+        let leaseValid: Metrics.Gauge
+        let consumed: Metrics.Counter
+        let published: Metrics.Counter
+        let skipped: Metrics.Counter
+        let reseeks: Metrics.Counter
+        let alreadyDownstream: Metrics.Counter
+        /// The counts last added to the counters.
+        let counted = Mutex<[Int]>([0, 0, 0, 0, 0])
+
+        init(factory: PrometheusMetricsFactory) {
+            pending = Metrics.Gauge(label: "teamlog_nats_pending_messages", factory: factory)
+            inFlight = Metrics.Gauge(label: "teamlog_nats_in_flight_messages", factory: factory)
+            leaseValid = Metrics.Gauge(label: "teamlog_nats_lease_valid", factory: factory)
+            consumed = Metrics.Counter(label: "teamlog_nats_consumed_total", factory: factory)
+            published = Metrics.Counter(label: "teamlog_nats_published_total", factory: factory)
+            skipped = Metrics.Counter(label: "teamlog_nats_skipped_total", factory: factory)
+            reseeks = Metrics.Counter(label: "teamlog_nats_reseeks_total", factory: factory)
+            alreadyDownstream = Metrics.Counter(label: "teamlog_nats_already_downstream_total", factory: factory)
+        }
+    }
+
+    /// Records a partition worker's reading (`serve --nats` polls its worker).
+    public func record(_ reading: PartitionReading) {
+        let metrics = partition.withLock { current in
+            if let current { return current }
+            let made = PartitionMetrics(factory: factory)
+            current = made
+            return made
+        }
+        if let pending = reading.pending { metrics.pending.record(Double(pending)) }
+        metrics.inFlight.record(Double(reading.inFlight))
+        metrics.leaseValid.record(reading.leaseValid ? 1 : 0)
+        let now = [reading.consumed, reading.published, reading.skipped, reading.reseeks, reading.alreadyDownstream]
+        let deltas = metrics.counted.withLock { counted in
+            defer { counted = now }
+            return zip(now, counted).map { $0 - $1 }
+        }
+        let counters = [metrics.consumed, metrics.published, metrics.skipped, metrics.reseeks, metrics.alreadyDownstream]
+        for (counter, delta) in zip(counters, deltas) where delta > 0 { counter.increment(by: delta) }
+    }
+
+    // MARK: - Help
+
+    /// Each metric's `# HELP` text. swift-prometheus takes help only through its own registry's `make…`
+    /// calls, not through swift-metrics, so the exposition gets them here, before each `# TYPE` line;
+    /// `ServeTests` fails for a `teamlog_` metric without one.
+    static let help: [String: String] = [
+        "teamlog_ops_accepted_total": "Ops accepted and committed to the log.",
+        "teamlog_ops_duplicates_total": "Ops answered as duplicates of an earlier opId (nothing committed).",
+        "teamlog_ops_rejected_total": "Ops rejected, by SPEC error code (nothing committed).",
+        "teamlog_commit_duration_seconds": "Time of one group commit of the log (write and fsync).",
+        "teamlog_commit_batch_ops": "Lines per group commit.",
+        "teamlog_commit_batch_requests": "Requests (HTTP bodies, NATS messages) per group commit.",
+        "teamlog_checkpoint_lag_events": "Events in the log after the projections' checkpoint (what other processes' queries do not see yet).",
+        "teamlog_checkpoint_failing": "1 while the projections' checkpoints fail (the log goes on; other processes' queries grow stale).",
+        "teamlog_store_bytes": "Bytes the store's LMDB environment uses, by environment (log, proj).",
+        "teamlog_store_free_bytes": "Bytes free on the file system of the store's environment, by environment.",
+        "teamlog_store_read_ahead": "1 while the kernel's read-ahead is on for the projections' file.",
+        "teamlog_working_set_bytes": "Bytes of projections resident in the writer's working set.",
+        "teamlog_working_set_budget_bytes": "The working set's budget (--cache-mb).",
+        "teamlog_working_set_hit_ratio": "Share of working-set lookups answered without a load from LMDB.",
+        "teamlog_working_set_loads_total": "Units loaded into the working set from LMDB.",
+        "teamlog_working_set_evictions_total": "Units evicted from the working set beyond its budget.",
+        "teamlog_record_window_events": "Events held by the record window (/v1/records and the stream).",
+        "teamlog_record_window_bytes": "Bytes held by the record window.",
+        "teamlog_at_replays_running": "?at= replays running now.",
+        "teamlog_http_request_duration_seconds": "HTTP requests by route (the OpenAPI path), method and status.",
+        "teamlog_nats_pending_messages": "Messages of this partition's subject in the op stream not yet fetched, at its last fetch: its backlog.",
+        "teamlog_nats_in_flight_messages": "Messages fetched and not yet committed, published and acked.",
+        "teamlog_nats_lease_valid": "1 while this process holds the partition's lease, renewed (it fetches only then).",
+        "teamlog_nats_consumed_total": "Op messages submitted to the writer.",
+        "teamlog_nats_published_total": "Records published to TEAMLOG_OUT and confirmed.",
+        "teamlog_nats_skipped_total": "Redeliveries at or below the store's position, acked without being applied again.",
+        "teamlog_nats_reseeks_total": "Times the consumer was made again at the store's position (out-of-order or lost deliveries).",
+        "teamlog_nats_already_downstream_total": "Records not published because TEAMLOG_OUT already held them (a rebuilt partition).",
+    ]
+
+    /// `text` with a `# HELP` line before each `# TYPE` line of a metric `help` knows.
+    static func withHelp(_ text: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count + 4_096)
+        let typePrefix = Array("# TYPE ".utf8)
+        for line in text.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            if line.starts(with: typePrefix) {
+                let rest = line.dropFirst(typePrefix.count)
+                let name = String(decoding: rest.prefix { $0 != UInt8(ascii: " ") }, as: UTF8.self)
+                if let help = help[name] { out += Array("# HELP \(name) \(help)\n".utf8) }
+            }
+            out += line
+            out.append(UInt8(ascii: "\n"))
+        }
+        if !out.isEmpty && text.last != UInt8(ascii: "\n") { out.removeLast() }
+        return out
     }
 }

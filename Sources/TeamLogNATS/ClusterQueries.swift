@@ -93,6 +93,19 @@ public struct ClusterQueries {
         }
     }
 
+    /// Who holds partition `p`'s lease, as the lease bucket says: the holder (`nil`: released or never
+    /// taken) or, when the bucket cannot be read, why. For a partition that does not answer, this tells a
+    /// process that died holding it (its lease lapses) from one that stopped cleanly.
+    public func leaseHolder(_ p: Int) -> Result<PartitionLease.Holder?, ClusterError> {
+        do {
+            let js = try connection.jetStream()
+            let kv = try js.keyValue(KeyValue.Config(bucket: PartitionLease.bucket))
+            return .success(try PartitionLease.holder(in: kv, partition: p))
+        } catch {
+            return .failure(ClusterError("the lease bucket \(PartitionLease.bucket): \(error)"))
+        }
+    }
+
     /// One partition's answer; `nil` for its not-found error; other errors are thrown.
     private func ask(_ partition: Int, _ kind: QueryKind, _ id: Id) throws -> JSONValue? {
         let reply = try request(partition, kind.rawValue, Array(id.utf8))

@@ -3,6 +3,10 @@ public import TeamLog
 public import TeamLogRuntime
 import TeamLogThreads
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// One partition of a NATS deployment (`teamlog serve --nats … --partition p`): consumes
 /// `teamlog.ops.<p>` into the store through the `WriterService`, publishes the records to
 /// `teamlog.out.<p>.<kind>`, and answers `teamlog.q.<p>.*` queries.
@@ -53,6 +57,13 @@ public final class PartitionWorker: @unchecked Sendable {
         public var ackWaitMs = 30_000
         /// Attempts to set up streams and consumer at start (0.1 s, 0.2 s … 2 s apart: about 15 s for 12).
         public var startAttempts = 12
+        /// The partition's lease (`PartitionLease`): renewed every third of this; another process waits
+        /// this long (and a fifth) after a holder's last renewal before it takes the partition over.
+        public var leaseMs = 10_000
+        /// Told what the worker waits for at start (a lease another process held).
+        public var onNotice: (@Sendable (String) -> Void)? = nil
+        /// Whether a start that waits for the lease should give up (a stop asked meanwhile).
+        public var shouldStopStarting: (@Sendable () -> Bool)? = nil
         public init() {}
     }
 
@@ -90,6 +101,7 @@ public final class PartitionWorker: @unchecked Sendable {
     /// are not published again. Set before consuming starts; read by the publishing thread only after.
     private var downstream: (position: UInt64, index: Int)?
     private var subscription: PullSubscription?
+    private var lease: PartitionLease?
     private var querySubscription: NATSSubscription?
     private let monitor = Monitor()
     private var completed: [Done] = []
@@ -111,6 +123,13 @@ public final class PartitionWorker: @unchecked Sendable {
     /// Counters since start.
     public var stats: Stats { monitor.locked { _stats } }
 
+    /// The messages its subject still held for it at its last fetch (its backlog; nil before the first
+    /// fetch) and the inputs between fetch and ack now.
+    public var backlog: (pending: UInt64?, inFlight: Int) { monitor.locked { (lastPending, inFlight) } }
+
+    /// Whether it holds its lease, renewed recently enough to fetch.
+    public var holdsLease: Bool { lease?.isValid ?? false }
+
     /// Why the worker stopped on its own (the store failed, or NATS refused for too long), if it did.
     public var failure: String? { monitor.locked { _failure } }
 
@@ -120,6 +139,7 @@ public final class PartitionWorker: @unchecked Sendable {
         try refuseIfAnotherInstanceServes()
         let js = try connection.jetStream(maxPendingAsync: 65_536)
         self.js = js
+        lease = try takeLease(js)
         // A cluster that is still electing leaders (just started, or a node restarting) times out stream
         // and consumer requests for a few seconds: retried with a backoff, bounded by `startAttempts`.
         try retrying(options.startAttempts, "partition \(options.partition): setting up its streams and consumer") {
@@ -136,6 +156,67 @@ public final class PartitionWorker: @unchecked Sendable {
             throw ClusterError("cannot start the publish thread")
         }
         threads.append(publisher)
+        guard let renewer = startThread(name: "tl-lease", { [self] in leaseLoop() }) else {
+            throw ClusterError("cannot start the lease thread")
+        }
+        threads.append(renewer)
+    }
+
+    /// The partition's lease, taken before anything of the partition is touched (`PartitionLease`).
+    private func takeLease(_ js: JetStream) throws -> PartitionLease {
+        let p = options.partition
+        let lease = try retrying(options.startAttempts, "partition \(p): opening the lease bucket") {
+            try PartitionLease(js: js, partition: p, ttlMs: options.leaseMs, replicas: options.replicas)
+        }
+        try retrying(options.startAttempts, "partition \(p): taking its lease") {
+            do {
+                try lease.acquire(shouldStop: { options.shouldStopStarting?() ?? false }, waiting: { holder, ms in
+                    options.onNotice?(
+                        "partition \(p)'s lease is held by \(holder.map(\.description) ?? "another process"), which has "
+                            + "not renewed it yet: waiting up to \((ms + 999) / 1_000) s for it to renew (then this one "
+                            + "stops) or lapse")
+                })
+            } catch PartitionLease.Refusal.held(let holder) {
+                throw ClusterError(
+                    "partition \(p) of \(options.partitions) is already served by another process"
+                        + (holder.map { " (\($0), which holds its lease)" } ?? "")
+                        + ": one process per partition — stop it first (this one changed nothing)", permanent: true)
+            } catch PartitionLease.Refusal.stopped {
+                throw ClusterError(
+                    "partition \(p): stopped while waiting for its lease (this one changed nothing)", permanent: true)
+            }
+        }
+        return lease
+    }
+
+    /// Renews the lease every third of its TTL until the worker stops; a lease another process took
+    /// stops the worker, one NATS does not answer for is tried again every half second (fetching pauses
+    /// while it is not valid: `fetchLoop`). The lease is released when the worker stops.
+    private func leaseLoop() {
+        guard let lease else { return }
+        var next = MonotonicClock.milliseconds() + Int64(lease.ttlMs / 3)
+        while true {
+            let stop: Bool = monitor.locked {
+                _ = monitor.wait(
+                    until: { stopping || _failure != nil },
+                    timeoutMs: Int(max(0, next - MonotonicClock.milliseconds())))
+                return stopping || _failure != nil
+            }
+            if stop { break }
+            switch lease.renew() {
+            case .renewed, .retaken:
+                next = MonotonicClock.milliseconds() + Int64(lease.ttlMs / 3)
+            case .unreachable:
+                next = MonotonicClock.milliseconds() + Int64(min(500, lease.ttlMs / 6))
+            case .lost(let holder):
+                monitor.locked {
+                    _failure = "lost the partition's lease to \(holder.map(\.description) ?? "another process"), "
+                        + "which serves it now: stopped fetching"
+                    monitor.broadcast()
+                }
+                return
+            }
+        }
     }
 
     /// The streams, the outbox's leftovers published again, and the consumer at the store's position.
@@ -213,6 +294,7 @@ public final class PartitionWorker: @unchecked Sendable {
         for thread in threads { thread.join() }
         threads = []
         querySubscription = nil
+        lease?.release()  // the next instance starts at once
     }
 
     // MARK: - Consuming
@@ -272,12 +354,33 @@ public final class PartitionWorker: @unchecked Sendable {
     private func fetchLoop() {
         var cursor = FetchCursor(submitted: writer.sourcePosition)
         var failures = 0
+        var leaseEpoch = lease?.epoch ?? 0
         while true {
             let stop: Bool = monitor.locked {
                 monitor.wait { stopping || _failure != nil || inFlight < options.maxInFlight }
                 return stopping || _failure != nil
             }
             if stop { break }
+            if let lease {
+                // Not sure of the lease (renewals unanswered): fetch nothing until a renewal succeeds.
+                if !lease.isValid {
+                    usleep(20_000)
+                    continue
+                }
+                // Taken again after its key was lost: another process may have moved the consumer meanwhile.
+                if lease.epoch != leaseEpoch {
+                    drain()
+                    do {
+                        let fresh = try seek(after: writer.sourcePosition)
+                        monitor.locked { self.subscription = fresh }
+                        cursor.sought(after: writer.sourcePosition)
+                        leaseEpoch = lease.epoch
+                    } catch {
+                        waitBeforeRetry(3)
+                    }
+                    continue
+                }
+            }
             guard let subscription = monitor.locked({ self.subscription }) else { break }
             let messages: [NATSMessage]
             do {
@@ -477,6 +580,9 @@ public final class PartitionWorker: @unchecked Sendable {
                     fields.append(("reseeks", .int(Int64(stats.reseeks))))
                     fields.append(("republishedAtStart", .int(Int64(stats.republishedAtStart))))
                     fields.append(("alreadyDownstream", .int(Int64(stats.alreadyDownstream))))
+                    fields.append(("pending", pending.map { .int(Int64($0)) } ?? .null))
+                    fields.append(("inFlight", .int(Int64(inFlight))))
+                    fields.append(("leaseValid", .bool(holdsLease)))
                     // Nothing left in the stream for it as of its last fetch, nothing in flight, nothing owed.
                     fields.append(("caughtUp", .bool(pending == 0 && inFlight == 0 && unpublished == 0)))
                     status = .object(fields)

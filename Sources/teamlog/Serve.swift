@@ -73,6 +73,12 @@ struct Serve: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
+            "With --nats: the partition's lease, renewed every third of it; after a holder's last renewal another process waits this long (and a fifth) before it takes the partition over (docs/nats.md, The lease).",
+            valueName: "SECONDS"))
+    var leaseS: Double = 10
+
+    @Option(
+        help: ArgumentHelp(
             "A copy of this store (`teamlog backup`), or a directory of copies, that `?at=SEQ` queries replay from: the newest whose checkpoint is at or before SEQ.",
             valueName: "DIR"))
     var atBase: String?
@@ -102,6 +108,9 @@ struct Serve: AsyncParsableCommand {
         guard idleTimeoutS >= 0, idleTimeoutS.isFinite else { throw ValidationError("--idle-timeout-s must be 0 or more") }
         guard shutdownTimeoutS >= 0, shutdownTimeoutS.isFinite else {
             throw ValidationError("--shutdown-timeout-s must be 0 or more")
+        }
+        guard leaseS >= 0.3, leaseS <= 3_600, leaseS.isFinite else {
+            throw ValidationError("--lease-s must be from 0.3 to 3600 seconds")
         }
         // Asked for and not given, each would serve what the operator meant to close or route.
         if protectReads && tokenFile == nil { throw ValidationError("--protect-reads needs --token-file") }
@@ -146,6 +155,8 @@ struct Serve: AsyncParsableCommand {
             w.partition = partition
             w.partitions = cluster.partitions
             w.replicas = replicas
+            w.leaseMs = Int(leaseS * 1_000)
+            w.onNotice = { printErr("teamlog: \($0)") }
             worker = w
             config.opsRefusal =
                 "this server is partition \(partition) of \(cluster.partitions): its ops come from teamlog.ops.\(partition) "
@@ -178,7 +189,8 @@ struct Serve: AsyncParsableCommand {
         var services: [any Service] = [WriterLifecycle(writer: writer), server]
         let consuming = Signal()
         if let worker {
-            services.append(PartitionService(writer: writer, cluster: cluster, options: worker, consuming: consuming))
+            services.append(
+                PartitionService(writer: writer, cluster: cluster, options: worker, consuming: consuming, metrics: metrics))
         }
         var groupConfiguration = ServiceGroupConfiguration(
             services: services, gracefulShutdownSignals: [.sigterm, .sigint, .sighup], logger: logger)
@@ -310,6 +322,8 @@ struct PartitionService: Service {
     let options: PartitionWorker.Options
     /// Set once the worker consumes its stream (`serve` prints its "serving" line then).
     let consuming: Signal
+    /// Where the worker's counters, backlog and lease go (`/metrics`, `teamlog_nats_*`).
+    let metrics: ServerMetrics
 
     func run() async throws {
         while writer.state == .opening { try await Task.sleep(for: .milliseconds(5)) }
@@ -320,6 +334,8 @@ struct PartitionService: Service {
             return
         }
         let connection = try cluster.connect(name: "teamlog-partition-\(options.partition)", reconnectForever: true)
+        var options = options
+        options.shouldStopStarting = { Task.isShuttingDownGracefully || Task.isCancelled }
         let worker = PartitionWorker(connection: connection, writer: writer, options: options)
         try worker.start()
         consuming.set()
@@ -327,6 +343,7 @@ struct PartitionService: Service {
             "teamlog: partition \(options.partition) of \(options.partitions) consuming \(TeamLogSubjects.ops(options.partition))"
         )
         while !Task.isShuttingDownGracefully && !Task.isCancelled && worker.failure == nil {
+            metrics.record(Self.reading(worker))
             try? await Task.sleep(for: .milliseconds(50))
         }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -338,6 +355,23 @@ struct PartitionService: Service {
             if startThread(stop) == nil { stop() }
         }
         if let failure = worker.failure { throw ClusterError("partition \(options.partition): \(failure)") }
+    }
+}
+
+extension PartitionService {
+    static func reading(_ worker: PartitionWorker) -> ServerMetrics.PartitionReading {
+        let stats = worker.stats
+        let backlog = worker.backlog
+        var reading = ServerMetrics.PartitionReading()
+        reading.pending = backlog.pending
+        reading.inFlight = backlog.inFlight
+        reading.leaseValid = worker.holdsLease
+        reading.consumed = stats.consumed
+        reading.published = stats.published
+        reading.skipped = stats.skipped
+        reading.reseeks = stats.reseeks
+        reading.alreadyDownstream = stats.alreadyDownstream
+        return reading
     }
 }
 

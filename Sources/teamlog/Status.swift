@@ -94,11 +94,28 @@ extension Status {
                 lines.append(
                     "partition \(p): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
                         + "\(TeamLogNATS_text(s["sourcePosition"])), consumed \(TeamLogNATS_text(s["consumed"])), unpublished "
-                        + "\(TeamLogNATS_text(s["unpublished"])), caught up \(TeamLogNATS_text(s["caughtUp"]))")
+                        + "\(TeamLogNATS_text(s["unpublished"])), backlog \(TeamLogNATS_text(s["pending"])), caught up "
+                        + TeamLogNATS_text(s["caughtUp"]))
             case .failure(let error):
                 unanswered = true
-                statuses.append(.object([("partition", .int(Int64(p))), ("error", .string("\(error)"))]))
-                lines.append("partition \(p): NO ANSWER: \(error)")
+                // Whether a process still holds its lease (it died or hangs: it lapses after its TTL) or
+                // none does (stopped cleanly, or never started).
+                let lease: (json: JSONValue, text: String)
+                switch queries.leaseHolder(p) {
+                case .success(let holder?):
+                    lease = (
+                        .object([
+                            ("pid", .int(Int64(holder.pid))), ("host", .string(holder.host)),
+                            ("ttlMs", .int(Int64(holder.ttlMs))),
+                        ]),
+                        "its lease is held by \(holder) (not answering: it lapses \(holder.ttlMs / 1_000) s after "
+                            + "its last renewal)")
+                case .success(nil): lease = (.null, "no process holds its lease (stopped cleanly, or never started)")
+                case .failure(let why): lease = (.string("\(why)"), "its lease unknown: \(why)")
+                }
+                statuses.append(
+                    .object([("partition", .int(Int64(p))), ("error", .string("\(error)")), ("lease", lease.json)]))
+                lines.append("partition \(p): NO ANSWER: \(error); \(lease.text)")
             }
         }
         try printOut(json ? JSONValue.array(statuses).jsonString : lines.joined(separator: "\n"))

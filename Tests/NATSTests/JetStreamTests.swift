@@ -144,6 +144,34 @@ struct JetStreamTests {
         #expect(try js.streamLastSequence("GUARD") == 1)
     }
 
+    /// A key-value bucket: created once, values with revisions, and the two compare-and-set writes that a
+    /// lease is built on — `create` only on an empty key, `update` only at the expected revision — answer
+    /// nil (not an error) when they lose.
+    @Test func keyValueCompareAndSet() throws {
+        var config = KeyValue.Config(bucket: "LEASES")
+        config.description = "test"
+        let kv = try js.keyValue(config)
+        #expect(try js.streamState("KV_LEASES") != nil)
+        #expect(try kv.get("a") == nil)
+        let first = try #require(try kv.create("a", Array("one".utf8)))
+        #expect(try kv.get("a") == KeyValue.Entry(value: Array("one".utf8), revision: first))
+        #expect(try kv.create("a", Array("two".utf8)) == nil)  // taken
+        let second = try #require(try kv.update("a", Array("two".utf8), last: first))
+        #expect(second > first)
+        #expect(try kv.update("a", Array("three".utf8), last: first) == nil)  // stale revision
+        #expect(try kv.get("a")?.value == Array("two".utf8))
+        #expect(try kv.update("b", Array("x".utf8), last: 7) == nil)  // no such key
+        try kv.delete("a")
+        #expect(try kv.get("a") == nil)
+        let again = try #require(try kv.create("a", Array("four".utf8)))  // over the delete marker
+        #expect(try kv.get("a")?.revision == again)
+        // The bucket opened again (another process) sees the same values.
+        let other = try js.keyValue(KeyValue.Config(bucket: "LEASES"))
+        #expect(try other.get("a")?.value == Array("four".utf8))
+        #expect(try other.put("a", []) > again)
+        #expect(try kv.get("a")?.value == [])
+    }
+
     @Test func restartOnTheSameStoreKeepsTheStream() throws {
         try js.ensureStream(.init(name: "DURABLE", subjects: ["durable.>"]))
         _ = try js.publish("durable.a", Array("kept".utf8))

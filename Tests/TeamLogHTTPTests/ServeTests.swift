@@ -558,6 +558,17 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         #expect(
             body.contains(
                 "teamlog_http_request_duration_seconds_count{route=\"/v1/ops\",method=\"POST\",status=\"200\"} 1"))
+        // Every teamlog metric says what it is: a `# HELP` line right before its `# TYPE` line.
+        let lines = body.split(separator: "\n").map(String.init)
+        let typed = lines.indices.filter { lines[$0].hasPrefix("# TYPE teamlog_") }
+        #expect(typed.count >= 15)
+        for i in typed {
+            let name = lines[i].split(separator: " ")[2]
+            #expect(i > 0 && lines[i - 1].hasPrefix("# HELP \(name) ") && lines[i - 1].count > "# HELP \(name) ".count + 10, "\(name)")
+        }
+        #expect(body.contains("# HELP teamlog_ops_accepted_total Ops accepted and committed to the log.\n# TYPE teamlog_ops_accepted_total counter"))
+        // A standalone server exports no partition metrics.
+        #expect(!body.contains("teamlog_nats_"))
         try await server.stop()
     }
 

@@ -138,6 +138,71 @@ struct ClusterTests {
         try verify(harness, lines, connection)  // the first answers everything, its records once
     }
 
+    /// Two processes for one partition started at the same moment (on two stores): asking the status
+    /// subject lets both through, the lease lets one — the other exits 3 before touching the consumer, and
+    /// the one that serves answers everything.
+    @Test func twoInstancesStartedTogetherOneServes() throws {
+        let harness = try ClusterHarness(partitions: 1)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: 300, seed: 29)
+        try harness.route(Array(lines[..<100]), connection: connection)
+        let children = try (0..<2).map { i in
+            try ChildProcess(
+                TestSupport.teamlogExecutable,
+                [
+                    "serve", "--store", harness.directory.child("twin\(i)"), "--listen", "127.0.0.1:0", "--nats",
+                    harness.urls.joined(separator: ","), "--partition", "0", "--partitions", "1",
+                ], stderr: harness.directory.child("twin\(i).err"))
+        }
+        defer { for child in children { child.kill(SIGKILL) } }
+        let deadline = monotonicSeconds() + 30
+        var exited: [Int: ChildProcess.Status] = [:]
+        while exited.isEmpty && monotonicSeconds() < deadline {
+            for (i, child) in children.enumerated() { if let status = child.poll() { exited[i] = status } }
+            sleepMs(50)
+        }
+        sleepMs(1_000)
+        for (i, child) in children.enumerated() where exited[i] == nil { if let status = child.poll() { exited[i] = status } }
+        #expect(exited.count == 1, "\(exited)")
+        guard let (loser, status) = exited.first else { return }
+        #expect(status == .exited(3))
+        let stderr = (try? String(decoding: readBytes(harness.directory.child("twin\(loser).err")), as: UTF8.self)) ?? ""
+        #expect(stderr.contains("partition 0 of 1 is already served by another process"), "\(stderr)")
+        try harness.route(Array(lines[100...]), connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        let queries = try ClusterQueries(connection: connection, partitions: 1)
+        #expect(try queries.statuses()[0]["consumed"]?.intValue == 300)
+        let winner = children[1 - loser]
+        winner.kill(SIGTERM)
+        #expect(winner.wait() == .exited(0))
+    }
+
+    /// A partition killed with SIGKILL leaves its lease behind; restarted on the same machine it takes it
+    /// at once (its holder is a process that is gone), without waiting out the lease's TTL.
+    @Test func aRestartAfterKillNineTakesTheLeaseAtOnce() throws {
+        let harness = try ClusterHarness(partitions: 1)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: 200, seed: 31)
+        try harness.startAll()
+        try harness.route(Array(lines[..<100]), connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        let js = try connection.jetStream()
+        let before = try #require(try PartitionLease.holder(in: js.keyValue(.init(bucket: PartitionLease.bucket)), partition: 0))
+        harness.kill(0)
+        let start = monotonicSeconds()
+        try harness.startPartition(0)
+        try harness.route(Array(lines[100...]), connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        #expect(monotonicSeconds() - start < 8, "a lease of 10 s was waited out")
+        let after = try #require(try PartitionLease.holder(in: js.keyValue(.init(bucket: PartitionLease.bucket)), partition: 0))
+        #expect(after.pid != before.pid)
+        for status in try harness.stopAll() { #expect(status == .exited(0)) }
+        // Stopped cleanly: released.
+        #expect(try PartitionLease.holder(in: js.keyValue(.init(bucket: PartitionLease.bucket)), partition: 0) == nil)
+    }
+
     /// kill -9 of a partition process at 10 random points while the workload flows, each restarted at
     /// once on its store: nothing lost, nothing applied or published twice.
     @Test func killNineAtRandomPoints() throws {
@@ -245,6 +310,9 @@ struct ClusterTests {
         #expect(status.lines.count == 3 && status.lines[1].hasPrefix("partition 0: head seq"), "\(status.lines)")
         #expect(status.lines[0] == "deployment: 2 partitions, partitioning 2 (FNV-1a + fmix64)", "\(status.lines)")
         #expect(status.lines.last?.hasPrefix("partition 1: NO ANSWER") == true, "\(status.lines)")
+        // Killed, it still holds its lease (it lapses); the live one says its backlog.
+        #expect(status.lines.last?.contains("its lease is held by pid ") == true, "\(status.lines)")
+        #expect(status.lines[1].contains(", backlog 0, caught up yes"), "\(status.lines)")
         try harness.startPartition(1)
         try harness.waitUntilCaughtUp(connection)
         let again = try OpRouter(connection: connection, options: options)
@@ -396,6 +464,13 @@ extension ClusterTests {
         let lines = try post.readToEnd(timeout: 10)
         #expect(lines.last(where: { !$0.isEmpty }) == "409", "\(lines)")
         #expect(lines.first?.contains(#""code":"partitioned""#) == true)
+        // Its consumption is in /metrics: the backlog (none: caught up), the lease, the counters.
+        let metrics = try ChildProcess("/usr/bin/curl", ["-s", "\(base)/metrics"])
+        let exposition = try metrics.readToEnd(timeout: 10)
+        #expect(exposition.contains("teamlog_nats_pending_messages 0.0"), "\(exposition)")
+        #expect(exposition.contains("teamlog_nats_lease_valid 1.0"))
+        #expect(exposition.contains("teamlog_nats_consumed_total 1"))
+        #expect(exposition.contains("# HELP teamlog_nats_pending_messages Messages of this partition's subject in the op stream not yet fetched, at its last fetch: its backlog."))
         _ = try harness.stopAll()
     }
 }

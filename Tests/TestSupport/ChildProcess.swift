@@ -148,6 +148,16 @@ public final class ChildProcess {
         return result
     }
 
+    /// How the child ended, if it has, without waiting for it.
+    public func poll() -> Status? {
+        if let status { return status }
+        var raw: Int32 = 0
+        guard waitpid(pid, &raw, WNOHANG) == pid else { return nil }
+        let result: Status = (raw & 0x7F) == 0 ? .exited((raw >> 8) & 0xFF) : .signaled(raw & 0x7F)
+        status = result
+        return result
+    }
+
     /// Reads more stdout into the buffer; false at end of output or when `deadline` passes first.
     private func fill(deadline: Double) throws -> Bool {
         if atEOF { return false }
@@ -155,7 +165,7 @@ public final class ChildProcess {
             let left = deadline - Self.now()
             if left <= 0 { return false }
             var poller = pollfd(fd: stdoutFD, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&poller, 1, Int32(min(left * 1000, 1_000_000).rounded(.up)))
+            let ready = Glibc.poll(&poller, 1, Int32(min(left * 1000, 1_000_000).rounded(.up)))
             if ready < 0 {
                 if errno == EINTR { continue }
                 throw ChildProcessError("poll failed: \(String(cString: strerror(errno)))")
