@@ -184,6 +184,9 @@ struct Serve: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))  // other libraries' metrics too
         let metrics = ServerMetrics(registry: registry)
+        // A partition that never starts consuming (another instance serves it, NATS unreachable) wrote
+        // nothing: a store directory this run created for it is removed again rather than left behind.
+        let storeExisted = access(storeOptions.path, F_OK) == 0
         let writer = WriterService(path: storeOptions.path, options: options) { metrics.record($0) }
         let server = TeamLogServer(writer: writer, configuration: config, metrics: metrics, logger: logger)
         var services: [any Service] = [WriterLifecycle(writer: writer), server]
@@ -266,6 +269,10 @@ struct Serve: AsyncParsableCommand {
             watcher.cancel()
             opened.cancel()
             printErr("teamlog: \(error)")
+            if worker != nil && !storeExisted && !consuming.isSet && writer.store == nil {
+                removeDirectoryTree(path)
+                printErr("teamlog: removed \(path), the store this start created (the partition consumed nothing)")
+            }
             throw ExitCode(3)
         }
         watcher.cancel()

@@ -134,6 +134,9 @@ struct ClusterTests {
         #expect(second.status == .exited(3))
         let stderr = (try? String(decoding: readBytes(harness.directory.child("second.err")), as: UTF8.self)) ?? ""
         #expect(stderr.contains("partition 0 of 1 is already served by another process"), "\(stderr)")
+        // The store directory it created for nothing is gone again.
+        #expect(access(harness.directory.child("second"), F_OK) != 0, "\(stderr)")
+        #expect(stderr.contains("removed \(harness.directory.child("second")), the store this start created"))
         try harness.route(Array(lines[150...]), connection: connection)
         try verify(harness, lines, connection)  // the first answers everything, its records once
     }
