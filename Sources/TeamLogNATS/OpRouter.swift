@@ -28,6 +28,9 @@ public final class OpRouter {
     public struct Summary: Sendable {
         public var lines = 0
         public var messages = 0
+        /// Messages the stream already held under their `Nats-Msg-Id` (an op re-routed within its
+        /// duplicate window, e.g. a run repeated after a failure): acknowledged, not stored again.
+        public var duplicates = 0
         /// Messages per partition.
         public var perPartition: [Int] = []
     }
@@ -45,7 +48,8 @@ public final class OpRouter {
     public init(connection: NATSConnection, options: Options) throws {
         self.connection = connection
         self.options = options
-        js = try connection.jetStream(maxPendingAsync: 65_536)  // windows stay far below: no stall inside libnats
+        // Windows stay far below 65,536: no stall inside libnats. Acks are tracked to count duplicates.
+        js = try connection.jetStream(maxPendingAsync: 65_536, trackAcks: true)
         partitioning = try retrying(options.retries, "creating the streams") { [js] in
             try TeamLogSubjects.ensureStreams(js, partitions: options.partitions, replicas: options.replicas)
         }
@@ -89,8 +93,19 @@ public final class OpRouter {
     public func flush() throws {
         guard !pending.isEmpty else { return }
         var attempt = 0
+        // A duplicate is an id acknowledged as one and never as new in this window: a window published
+        // again after a failure finds its own first attempt's messages, which are not the stream's old ones.
+        var stored = Set<String>()
+        var duplicates = Set<String>()
+        defer { summary.duplicates += duplicates.subtracting(stored).count }
         while true {
             attempt += 1
+            defer {
+                for ack in js.takeAcks() {
+                    guard let id = ack.msgId else { continue }
+                    if ack.duplicate { duplicates.insert(id) } else { stored.insert(id) }
+                }
+            }
             do {
                 for m in pending {
                     var headers = [(TeamLogSubjects.lineHeader, String(m.line))]

@@ -132,7 +132,11 @@ struct Route: ParsableCommand {
         let s = router.summary
         let elapsed = max(monotonicSeconds() - start, 1e-9)
         let parts = s.perPartition.enumerated().map { "p\($0.offset) \($0.element)" }.joined(separator: ", ")
+        let already =
+            s.duplicates > 0
+            ? "; \(s.duplicates) of them already in the stream (the same Nats-Msg-Id within its duplicate window: not stored again)"
+            : ""
         printErr(
-            "routed \(s.lines) lines as \(s.messages) messages (\(parts)), \(Int(Double(s.lines) / elapsed)) lines/s")
+            "routed \(s.lines) lines as \(s.messages) messages (\(parts)), \(Int(Double(s.lines) / elapsed)) lines/s\(already)")
     }
 }

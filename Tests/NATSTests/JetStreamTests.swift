@@ -144,6 +144,26 @@ struct JetStreamTests {
         #expect(try js.streamLastSequence("GUARD") == 1)
     }
 
+    /// A context made with `trackAcks` hands over each asynchronous publish's acknowledgement: its id and
+    /// whether the stream had it already; one without keeps none.
+    @Test func trackedAcksTellDuplicates() throws {
+        try js.ensureStream(.init(name: "ACKS", subjects: ["acks.>"]))
+        let tracking = try connection.jetStream(trackAcks: true)
+        try tracking.publishAsync("acks.a", [1], msgId: "one")
+        try tracking.publishAsync("acks.a", [2], msgId: "two")
+        try tracking.publishAsync("acks.a", [3])
+        try tracking.waitForPublishes(timeoutMs: 5_000)
+        #expect(Set(tracking.takeAcks().map { "\($0.msgId ?? "-") \($0.duplicate)" }) == ["one false", "two false", "- false"])
+        try tracking.publishAsync("acks.a", [1], msgId: "one")
+        try tracking.waitForPublishes(timeoutMs: 5_000)
+        #expect(tracking.takeAcks() == [JetStream.AsyncAck(msgId: "one", duplicate: true)])
+        #expect(tracking.takeAcks().isEmpty)
+        try js.publishAsync("acks.a", [1], msgId: "one")
+        try js.waitForPublishes(timeoutMs: 5_000)
+        #expect(js.takeAcks().isEmpty)
+        #expect(try js.streamState("ACKS")?.messages == 3)
+    }
+
     /// A key-value bucket: created once, values with revisions, and the two compare-and-set writes that a
     /// lease is built on — `create` only on an empty key, `update` only at the expected revision — answer
     /// nil (not an error) when they lose.

@@ -325,6 +325,43 @@ struct ClusterTests {
         _ = try harness.stopAll()
     }
 
+    /// Routing the same input twice (a run repeated after a failure): the second run's messages are all
+    /// in the stream already under their ids, and its summary says how many — none of them new. A window
+    /// published twice within one run (a retry) does not count its own first attempt.
+    @Test func aRepeatedRouteCountsWhatTheStreamAlreadyHad() throws {
+        let harness = try ClusterHarness(partitions: 2)
+        let connection = try harness.connect()
+        defer { connection.close() }
+        let lines = ClusterHarness.workload(count: 500, seed: 37).enumerated().map { i, line in
+            // Every second line without its opId: no message id, so never a duplicate.
+            i % 2 == 0 ? line : line.replacingOccurrences(of: #","opId":"[^"]*""#, with: "", options: .regularExpression)
+        }
+        func route() throws -> OpRouter.Summary {
+            var options = OpRouter.Options()
+            options.partitions = 2
+            options.window = 64
+            let router = try OpRouter(connection: connection, options: options)
+            for (i, line) in lines.enumerated() {
+                try router.route(.text(number: i + 1, bytes: Array(line.utf8)), now: 5_000_000_000_000)
+            }
+            try router.flush()
+            return router.summary
+        }
+        let first = try route()
+        #expect(first.duplicates == 0)
+        let second = try route()
+        #expect(second.messages == first.messages)
+        let withIds = lines.filter { $0.contains(#""opId":"#) }.count
+        #expect(withIds > 100 && withIds < lines.count)
+        // Broadcast ops (login, logout, tick) go to both partitions, one id each.
+        let broadcast = lines.filter {
+            $0.contains(#""opId":"#) && ($0.contains("client.log") || $0.contains("clock.tick"))
+        }.count
+        #expect(second.duplicates == withIds + broadcast, "\(second)")
+        let js = try connection.jetStream()
+        #expect(try js.streamState(TeamLogSubjects.opsStream)?.messages == UInt64(first.messages + second.messages - second.duplicates))
+    }
+
     /// A partition's store takes only its own stream's ops: `ingest` into it is refused, and so is serving
     /// it as another partition (which consumed that partition's ops on top of its own log), or serving as a
     /// partition a store whose events came from no stream — each with the reason, nothing written. Its
