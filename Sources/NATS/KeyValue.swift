@@ -111,12 +111,19 @@ public final class KeyValue: @unchecked Sendable {
 }
 
 extension JetStream {
+    /// The bucket named `bucket` if it exists (nil when not: nothing is created — for readers).
+    public func existingKeyValue(_ bucket: String) throws -> KeyValue? {
+        var handle: OpaquePointer?
+        let status = js_KeyValue(&handle, ctx, bucket)
+        if status == NATS_OK, let handle { return KeyValue(js: self, bucket: bucket, kv: handle) }
+        if status == NATS_NOT_FOUND { return nil }
+        try check(status, "js_KeyValue \(bucket)")
+        return nil
+    }
+
     /// The bucket `config.bucket`, created with `config` when absent (an existing one is used as it is).
     public func keyValue(_ config: KeyValue.Config) throws -> KeyValue {
-        var handle: OpaquePointer?
-        let status = js_KeyValue(&handle, ctx, config.bucket)
-        if status == NATS_OK, let handle { return KeyValue(js: self, bucket: config.bucket, kv: handle) }
-        if status != NATS_NOT_FOUND { try check(status, "js_KeyValue \(config.bucket)") }
+        if let existing = try existingKeyValue(config.bucket) { return existing }
         let arena = CStringArena()
         var cfg = kvConfig()
         try check(kvConfig_Init(&cfg), "kvConfig_Init")

@@ -99,7 +99,8 @@ public struct ClusterQueries {
     public func leaseHolder(_ p: Int) -> Result<PartitionLease.Holder?, ClusterError> {
         do {
             let js = try connection.jetStream()
-            let kv = try js.keyValue(KeyValue.Config(bucket: PartitionLease.bucket))
+            // Read only: a deployment without the bucket yet (no partition ever started) gets none made.
+            guard let kv = try js.existingKeyValue(PartitionLease.bucket) else { return .success(nil) }
             return .success(try PartitionLease.holder(in: kv, partition: p))
         } catch {
             return .failure(ClusterError("the lease bucket \(PartitionLease.bucket): \(error)"))

@@ -139,7 +139,22 @@ public final class PartitionWorker: @unchecked Sendable {
         try refuseIfAnotherInstanceServes()
         let js = try connection.jetStream(maxPendingAsync: 65_536)
         self.js = js
-        lease = try takeLease(js)
+        let lease = try takeLease(js)
+        self.lease = lease
+        // Renewed from now on: setting up may take a while on a cluster electing leaders.
+        guard let renewer = startThread(name: "tl-lease", { [self] in leaseLoop() }) else {
+            lease.release()
+            throw ClusterError("cannot start the lease thread")
+        }
+        threads.append(renewer)
+        do { try startConsuming(js) } catch {
+            stop()  // the threads started so far, and the lease released: the next instance starts at once
+            throw error
+        }
+    }
+
+    /// Everything after the lease: streams, outbox, consumer, queries, threads.
+    private func startConsuming(_ js: JetStream) throws {
         // A cluster that is still electing leaders (just started, or a node restarting) times out stream
         // and consumer requests for a few seconds: retried with a backoff, bounded by `startAttempts`.
         try retrying(options.startAttempts, "partition \(options.partition): setting up its streams and consumer") {
@@ -156,10 +171,6 @@ public final class PartitionWorker: @unchecked Sendable {
             throw ClusterError("cannot start the publish thread")
         }
         threads.append(publisher)
-        guard let renewer = startThread(name: "tl-lease", { [self] in leaseLoop() }) else {
-            throw ClusterError("cannot start the lease thread")
-        }
-        threads.append(renewer)
     }
 
     /// The partition's lease, taken before anything of the partition is touched (`PartitionLease`).
