@@ -93,7 +93,7 @@ public final class JetStream: @unchecked Sendable {
     /// The timeout of every JetStream API call, in milliseconds.
     public let timeoutMs: Int
 
-    init(connection: NATSConnection, timeoutMs: Int, maxPendingAsync: Int, trackAcks: Bool) throws {
+    init(connection: NATSConnection, timeoutMs: Int, maxPendingAsync: Int) throws {
         self.connection = connection
         self.timeoutMs = timeoutMs
         var opts = jsOptions()
@@ -101,8 +101,8 @@ public final class JetStream: @unchecked Sendable {
         opts.Wait = Int64(timeoutMs)
         opts.PublishAsync.MaxPending = Int64(maxPendingAsync)
         opts.PublishAsync.StallWait = Int64(timeoutMs)
-        let sink = Unmanaged.passRetained(AsyncErrorSink(trackAcks: trackAcks))
-        // The ack handler (not the error-only handler) so duplicates are seen too. It owns the message.
+        let sink = Unmanaged.passRetained(AsyncErrorSink())
+        // The ack handler (not the error-only handler), so duplicates are counted too. It owns the message.
         opts.PublishAsync.AckHandlerClosure = sink.toOpaque()
         opts.PublishAsync.AckHandler = { _, msg, pa, pae, closure in
             defer { if let msg { natsMsg_Destroy(msg) } }
@@ -114,11 +114,8 @@ public final class JetStream: @unchecked Sendable {
                 var error = NATSError.from(pae.pointee.Err, "js_PublishAsync \(subject)", jsCode: pae.pointee.ErrCode)
                 if !text.isEmpty { error.message = text }
                 sink.record(error)
-            } else if let pa {
-                var id: UnsafePointer<CChar>?
-                let msgId =
-                    msg.flatMap { natsMsgHeader_Get($0, "Nats-Msg-Id", &id) == NATS_OK ? id.map { String(cString: $0) } : nil }
-                sink.acknowledged(msgId: msgId, duplicate: pa.pointee.Duplicate)
+            } else if let pa, pa.pointee.Duplicate {
+                sink.duplicate()
             }
         }
         var handle: OpaquePointer?
@@ -250,24 +247,9 @@ public final class JetStream: @unchecked Sendable {
         try check(status, "js_PublishMsgAsync \(subject)")
     }
 
-    /// An asynchronous publish the stream acknowledged (`trackAcks`).
-    public struct AsyncAck: Sendable, Equatable {
-        /// Its `Nats-Msg-Id`, if it had one.
-        public var msgId: String?
-        /// Whether the stream had a message with that id already (within its duplicate window) and did
-        /// not store it again.
-        public var duplicate: Bool
-
-        /// An acknowledgement with these fields (for comparisons in tests).
-        public init(msgId: String?, duplicate: Bool) {
-            self.msgId = msgId
-            self.duplicate = duplicate
-        }
-    }
-
-    /// The acknowledgements received since the last call (a context made with `trackAcks` only; else
-    /// none). Failures are not among them: `waitForPublishes` throws those.
-    public func takeAcks() -> [AsyncAck] { sink.takeUnretainedValue().takeAcks() }
+    /// How many asynchronous publishes since the last call the stream acknowledged as duplicates (a
+    /// `msgId` it already had within its duplicate window: not stored again).
+    public func takeDuplicates() -> Int { sink.takeUnretainedValue().takeDuplicates() }
 
     /// Waits up to `timeoutMs` until every `publishAsync` so far is acknowledged, then throws the failures
     /// recorded meanwhile (`.publishFailed`), or `.timeout` when acks are still missing.
@@ -392,28 +374,21 @@ public final class JetStream: @unchecked Sendable {
     }
 }
 
-/// Failures of asynchronous publishes, recorded on library threads until `waitForPublishes` takes them;
-/// with `trackAcks`, the acknowledgements too (each message's id and whether the stream had it already),
-/// until `takeAcks`.
+/// Failures of asynchronous publishes, recorded on library threads until `waitForPublishes` takes them,
+/// and how many acknowledgements said "duplicate", until `takeDuplicates`.
 private final class AsyncErrorSink: @unchecked Sendable {
     private let lock = Monitor()
     private var failures: [NATSError] = []
-    private let trackAcks: Bool
-    private var acks: [JetStream.AsyncAck] = []
-
-    init(trackAcks: Bool) { self.trackAcks = trackAcks }
+    private var duplicates = 0
 
     func record(_ error: NATSError) { lock.locked { failures.append(error) } }
 
-    func acknowledged(msgId: String?, duplicate: Bool) {
-        guard trackAcks else { return }
-        lock.locked { acks.append(JetStream.AsyncAck(msgId: msgId, duplicate: duplicate)) }
-    }
+    func duplicate() { lock.locked { duplicates += 1 } }
 
-    func takeAcks() -> [JetStream.AsyncAck] {
+    func takeDuplicates() -> Int {
         lock.locked {
-            defer { acks = [] }
-            return acks
+            defer { duplicates = 0 }
+            return duplicates
         }
     }
 

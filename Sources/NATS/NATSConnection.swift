@@ -234,13 +234,9 @@ public final class NATSConnection: @unchecked Sendable {
     }
 
     /// A JetStream context on this connection; `timeoutMs` bounds each JetStream API call and publish,
-    /// `maxPendingAsync` the asynchronous publishes in flight (`publishAsync` waits for room); with
-    /// `trackAcks`, each acknowledgement of an asynchronous publish is kept until `takeAcks` (take them:
-    /// they accumulate).
-    public func jetStream(timeoutMs: Int = 5_000, maxPendingAsync: Int = 4_096, trackAcks: Bool = false) throws
-        -> JetStream
-    {
-        try JetStream(connection: self, timeoutMs: timeoutMs, maxPendingAsync: maxPendingAsync, trackAcks: trackAcks)
+    /// `maxPendingAsync` the asynchronous publishes in flight (`publishAsync` waits for room).
+    public func jetStream(timeoutMs: Int = 5_000, maxPendingAsync: Int = 4_096) throws -> JetStream {
+        try JetStream(connection: self, timeoutMs: timeoutMs, maxPendingAsync: maxPendingAsync)
     }
 
     /// Closes the connection (subscriptions end, later calls fail with `.connectionClosed`). Idempotent.

@@ -29,7 +29,8 @@ public final class OpRouter {
         public var lines = 0
         public var messages = 0
         /// Messages the stream already held under their `Nats-Msg-Id` (an op re-routed within its
-        /// duplicate window, e.g. a run repeated after a failure): acknowledged, not stored again.
+        /// duplicate window, e.g. a run repeated after a failure): acknowledged, not stored again. Counted
+        /// on each window's first attempt only, so a lower bound when a window was retried.
         public var duplicates = 0
         /// Messages per partition.
         public var perPartition: [Int] = []
@@ -48,8 +49,7 @@ public final class OpRouter {
     public init(connection: NATSConnection, options: Options) throws {
         self.connection = connection
         self.options = options
-        // Windows stay far below 65,536: no stall inside libnats. Acks are tracked to count duplicates.
-        js = try connection.jetStream(maxPendingAsync: 65_536, trackAcks: true)
+        js = try connection.jetStream(maxPendingAsync: 65_536)  // windows stay far below: no stall inside libnats
         partitioning = try retrying(options.retries, "creating the streams") { [js] in
             try TeamLogSubjects.ensureStreams(js, partitions: options.partitions, replicas: options.replicas)
         }
@@ -93,18 +93,15 @@ public final class OpRouter {
     public func flush() throws {
         guard !pending.isEmpty else { return }
         var attempt = 0
-        // A duplicate is an id acknowledged as one and never as new in this window: a window published
-        // again after a failure finds its own first attempt's messages, which are not the stream's old ones.
-        var stored = Set<String>()
-        var duplicates = Set<String>()
-        defer { summary.duplicates += duplicates.subtracting(stored).count }
+        _ = js.takeDuplicates()  // late acks of a window given up on: not this window's
         while true {
             attempt += 1
+            // Counted on a window's first attempt only: one published again after a failure finds its
+            // own first attempt's messages, which are not what the stream had before (the count is a
+            // lower bound when a window is retried — a NATS node restarting).
             defer {
-                for ack in js.takeAcks() {
-                    guard let id = ack.msgId else { continue }
-                    if ack.duplicate { duplicates.insert(id) } else { stored.insert(id) }
-                }
+                let duplicates = js.takeDuplicates()
+                if attempt == 1 { summary.duplicates += duplicates }
             }
             do {
                 for m in pending {

@@ -326,8 +326,7 @@ struct ClusterTests {
     }
 
     /// Routing the same input twice (a run repeated after a failure): the second run's messages are all
-    /// in the stream already under their ids, and its summary says how many — none of them new. A window
-    /// published twice within one run (a retry) does not count its own first attempt.
+    /// in the stream already under their ids, and its summary says how many — none of them new.
     @Test func aRepeatedRouteCountsWhatTheStreamAlreadyHad() throws {
         let harness = try ClusterHarness(partitions: 2)
         let connection = try harness.connect()
