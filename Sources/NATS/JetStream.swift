@@ -82,6 +82,8 @@ public final class JetStream: @unchecked Sendable {
         public var leader: String?
         /// The description in its configuration, if it has one.
         public var description: String? = nil
+        /// How many servers keep a copy.
+        public var replicas = 1
     }
 
     /// The connection this context publishes and subscribes on.
@@ -176,7 +178,8 @@ public final class JetStream: @unchecked Sendable {
             messages: s.Msgs, bytes: s.Bytes, firstSequence: s.FirstSeq, lastSequence: s.LastSeq,
             consumers: Int(s.Consumers),
             leader: info.pointee.Cluster?.pointee.Leader.flatMap { $0.pointee == 0 ? nil : String(cString: $0) },
-            description: info.pointee.Config?.pointee.Description.flatMap { $0.pointee == 0 ? nil : String(cString: $0) })
+            description: info.pointee.Config?.pointee.Description.flatMap { $0.pointee == 0 ? nil : String(cString: $0) },
+            replicas: Int(info.pointee.Config?.pointee.Replicas ?? 1))
     }
 
     /// The last sequence stored in `stream` (0 when empty); `.notFound` when there is no such stream.

@@ -31,11 +31,14 @@ public final class KeyValue: @unchecked Sendable {
         public var value: [UInt8]
         /// The revision that wrote it (its stream sequence); what `update` compares.
         public var revision: UInt64
+        /// When it was written, in nanoseconds since the epoch (the server's clock).
+        public var createdNs: Int64 = 0
 
         /// An entry with these fields (for comparisons in tests).
-        public init(value: [UInt8], revision: UInt64) {
+        public init(value: [UInt8], revision: UInt64, createdNs: Int64 = 0) {
             self.value = value
             self.revision = revision
+            self.createdNs = createdNs
         }
     }
 
@@ -65,7 +68,7 @@ public final class KeyValue: @unchecked Sendable {
             if count > 0, let base = kvEntry_Value(entry) {
                 Array(UnsafeRawBufferPointer(start: base, count: count))
             } else { [] }
-        return Entry(value: bytes, revision: kvEntry_Revision(entry))
+        return Entry(value: bytes, revision: kvEntry_Revision(entry), createdNs: kvEntry_Created(entry))
     }
 
     /// Writes `value` under `key` whatever it holds; answers the new revision.

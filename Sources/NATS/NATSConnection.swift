@@ -248,6 +248,10 @@ public final class NATSConnection: @unchecked Sendable {
     /// Whether the connection is closed (by `close()` or after reconnects ran out).
     public var isClosed: Bool { natsConnection_IsClosed(nc) }
 
+    /// The largest message (headers and data) the connected server accepts: its `max_payload`
+    /// (1 MiB unless configured; at most 64 MiB).
+    public var maxPayload: Int { Int(natsConnection_GetMaxPayload(nc)) }
+
     /// Whether the connection is currently reconnecting.
     public var isReconnecting: Bool { natsConnection_IsReconnecting(nc) }
 

@@ -2,6 +2,10 @@ public import NATS
 public import TeamLog
 public import TeamLogRuntime
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Queries across the partitions of a NATS deployment (`teamlog unread USER --nats URL --partitions N`).
 ///
 /// - `unread` asks every partition (a user's conversations are spread over them) and merges: the
@@ -93,15 +97,22 @@ public struct ClusterQueries {
         }
     }
 
-    /// Who holds partition `p`'s lease, as the lease bucket says: the holder (`nil`: released or never
-    /// taken) or, when the bucket cannot be read, why. For a partition that does not answer, this tells a
-    /// process that died holding it (its lease lapses) from one that stopped cleanly.
-    public func leaseHolder(_ p: Int) -> Result<PartitionLease.Holder?, ClusterError> {
+    /// Who holds partition `p`'s lease, as the lease bucket says: the holder and how long ago it last
+    /// renewed (`nil`: released or never taken) or, when the bucket cannot be read, why. For a partition
+    /// that does not answer, this tells a process that died holding it (its lease lapses) from one that
+    /// stopped cleanly.
+    public func leaseHolder(_ p: Int) -> Result<(holder: PartitionLease.Holder, renewedMsAgo: Int64)?, ClusterError> {
         do {
             let js = try connection.jetStream()
             // Read only: a deployment without the bucket yet (no partition ever started) gets none made.
-            guard let kv = try js.existingKeyValue(PartitionLease.bucket) else { return .success(nil) }
-            return .success(try PartitionLease.holder(in: kv, partition: p))
+            guard let kv = try js.existingKeyValue(PartitionLease.bucket),
+                let entry = try kv.get(PartitionLease.key(p)), let holder = PartitionLease.Holder(json: entry.value),
+                !holder.released
+            else { return .success(nil) }
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            let nowNs = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+            return .success((holder, max(0, (nowNs - entry.createdNs) / 1_000_000)))
         } catch {
             return .failure(ClusterError("the lease bucket \(PartitionLease.bucket): \(error)"))
         }
@@ -122,7 +133,11 @@ public struct ClusterQueries {
     private func request(_ partition: Int, _ name: String, _ body: [UInt8]) throws -> JSONValue {
         let subject = TeamLogSubjects.query(partition, name)
         let message: NATSMessage
-        do { message = try connection.request(subject, body, timeoutMs: timeoutMs) } catch {
+        do { message = try connection.request(subject, body, timeoutMs: timeoutMs) } catch let error as NATSError
+            where error.code == .noResponders
+        {
+            throw ClusterError("nobody answers on \(subject): partition \(partition) is not running (or not connected to NATS)")
+        } catch {
             throw ClusterError("no answer on \(subject) within \(timeoutMs) ms (is partition \(partition) running?): \(error)")
         }
         do { return try JSONParser.parse(message.data) } catch {

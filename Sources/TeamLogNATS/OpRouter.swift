@@ -114,8 +114,9 @@ public final class OpRouter {
             } catch {
                 if attempt >= options.retries {
                     throw ClusterError(
-                        "publishing to \(TeamLogSubjects.opsStream) failed \(attempt) times (lines up to "
-                            + "\(pending.last?.line ?? 0) not confirmed): \(error)")
+                        "publishing to \(TeamLogSubjects.opsStream) failed \(attempt) times: lines \(pending.first?.line ?? 0)–"
+                            + "\(pending.last?.line ?? 0) are not confirmed (every line before them is); run the same input "
+                            + "again once NATS is back — what the stream has is de-duplicated by opId: \(error)")
                 }
                 waitBeforeRetry(attempt)
             }

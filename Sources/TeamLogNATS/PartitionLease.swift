@@ -133,12 +133,14 @@ public final class PartitionLease: @unchecked Sendable {
             return String(decoding: buffer[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
 
-        /// Field 22 of `/proc/<pid>/stat`, counted after the command name's closing parenthesis.
+        /// Field 22 of `/proc/<pid>/stat`, counted after the command name's closing parenthesis; nil when
+        /// there is no such process or it is a zombie (dead, not yet reaped by its parent: a container
+        /// whose pid 1 does not reap kept a killed holder "running" for a minute, an operator's trial).
         static func startTime(_ pid: Int32) -> UInt64? {
             guard let line = firstLine("/proc/\(pid)/stat"), let close = line.lastIndex(of: ")") else { return nil }
             let fields = line[line.index(after: close)...].split(separator: " ")
-            // After ")": state is field 3, so field 22 is index 19.
-            guard fields.count > 19 else { return nil }
+            // After ")": state is field 3 (index 0), so field 22 is index 19.
+            guard fields.count > 19, fields[0] != "Z", fields[0] != "X" else { return nil }
             return UInt64(fields[19])
         }
     }

@@ -51,6 +51,9 @@ public final class PartitionWorker: @unchecked Sendable {
         public var fetchTimeoutMs = 100
         /// Inputs submitted but not yet acked, at most.
         public var maxInFlight = 8_192
+        /// Bytes of encoded records between commit and publish, at most (a team's delivery record grows
+        /// with its members: 8,192 inputs of 1 MB records held 7 GB): fetching waits while over it.
+        public var maxInFlightBytes = 256 << 20
         /// Replicas of the streams when this worker creates them.
         public var replicas = 1
         /// How long the server waits for an ack before redelivering.
@@ -106,6 +109,10 @@ public final class PartitionWorker: @unchecked Sendable {
     private let monitor = Monitor()
     private var completed: [Done] = []
     private var inFlight = 0
+    /// Bytes of the encoded records of `completed` and of the batch being published.
+    private var inFlightBytes = 0
+    /// Whether the last renewal failed (said once per run of failures).
+    private var leaseTrouble = false
     /// Messages the consumer still had for this partition after the last fetch (`nil`: none fetched yet).
     private var lastPending: UInt64?
     private var stopping = false
@@ -136,9 +143,14 @@ public final class PartitionWorker: @unchecked Sendable {
     /// Creates the streams when absent, publishes what the outbox still holds, subscribes, and starts
     /// consuming and answering queries.
     public func start() throws {
-        try refuseIfAnotherInstanceServes()
         let js = try connection.jetStream(maxPendingAsync: 65_536)
         self.js = js
+        // A deployment of another size first: "already served" by its partition of the same number would
+        // be the wrong reason (an operator's trial).
+        if let partitioning = try? TeamLogSubjects.partitioning(js) {
+            try partitioning.check(partitions: options.partitions)
+        }
+        try refuseIfAnotherInstanceServes()
         let lease = try takeLease(js)
         self.lease = lease
         // Renewed from now on: setting up may take a while on a cluster electing leaders.
@@ -177,7 +189,10 @@ public final class PartitionWorker: @unchecked Sendable {
     private func takeLease(_ js: JetStream) throws -> PartitionLease {
         let p = options.partition
         let lease = try retrying(options.startAttempts, "partition \(p): opening the lease bucket") {
-            try PartitionLease(js: js, partition: p, ttlMs: options.leaseMs, replicas: options.replicas)
+            // As many copies as the deployment's op stream keeps (a route with --replicas 3 made it), so
+            // losing one NATS node does not stop every partition's renewals.
+            let replicas = max(options.replicas, (try? js.streamState(TeamLogSubjects.opsStream))??.replicas ?? 1)
+            return try PartitionLease(js: js, partition: p, ttlMs: options.leaseMs, replicas: replicas)
         }
         try retrying(options.startAttempts, "partition \(p): taking its lease") {
             do {
@@ -214,11 +229,27 @@ public final class PartitionWorker: @unchecked Sendable {
                 return stopping || _failure != nil
             }
             if stop { break }
-            switch lease.renew() {
+            let renewal = lease.renew()
+            switch renewal {
             case .renewed, .retaken:
                 next = MonotonicClock.milliseconds() + Int64(lease.ttlMs / 3)
-            case .unreachable:
+                if monitor.locked({ leaseTrouble }) {
+                    monitor.locked { leaseTrouble = false }
+                    options.onNotice?("partition \(options.partition): its lease is renewed again; fetching goes on")
+                }
+                if renewal == .retaken {
+                    options.onNotice?(
+                        "partition \(options.partition): its lease key was gone (deleted by hand?): taken again; the "
+                            + "consumer is made again at the store's position before the next fetch")
+                }
+            case .unreachable(let why):
                 next = MonotonicClock.milliseconds() + Int64(min(500, lease.ttlMs / 6))
+                if !monitor.locked({ leaseTrouble }) {
+                    monitor.locked { leaseTrouble = true }
+                    options.onNotice?(
+                        "partition \(options.partition): could not renew its lease (\(why)); it fetches nothing once the "
+                            + "lease is no longer valid, until a renewal succeeds")
+                }
             case .lost(let holder):
                 monitor.locked {
                     _failure = "lost the partition's lease to \(holder.map(\.description) ?? "another process"), "
@@ -235,7 +266,12 @@ public final class PartitionWorker: @unchecked Sendable {
         try TeamLogSubjects.ensureStreams(js, partitions: options.partitions, replicas: options.replicas)
         let leftovers = try writer.unpublished()
         if !leftovers.isEmpty {
-            try publish(leftovers.map { Done(position: $0.position, message: nil, records: $0.records) })
+            var cursor = PublishCursor()
+            do {
+                try publish(leftovers.map { Done(position: $0.position, message: nil, records: $0.records) }, from: &cursor)
+            } catch let tooLarge as RecordTooLarge {
+                throw ClusterError("partition \(options.partition): \(tooLarge)", permanent: true)
+            }
             writer.confirmPublished(leftovers.map(\.position))
             monitor.locked { _stats.republishedAtStart = leftovers.count }
         }
@@ -368,7 +404,10 @@ public final class PartitionWorker: @unchecked Sendable {
         var leaseEpoch = lease?.epoch ?? 0
         while true {
             let stop: Bool = monitor.locked {
-                monitor.wait { stopping || _failure != nil || inFlight < options.maxInFlight }
+                monitor.wait {
+                    stopping || _failure != nil
+                        || (inFlight < options.maxInFlight && inFlightBytes < options.maxInFlightBytes)
+                }
                 return stopping || _failure != nil
             }
             if stop { break }
@@ -386,6 +425,7 @@ public final class PartitionWorker: @unchecked Sendable {
                         monitor.locked { self.subscription = fresh }
                         cursor.sought(after: writer.sourcePosition)
                         leaseEpoch = lease.epoch
+                        monitor.locked { _stats.reseeks += 1 }
                     } catch {
                         waitBeforeRetry(3)
                     }
@@ -445,6 +485,13 @@ public final class PartitionWorker: @unchecked Sendable {
                     }
                     break messages
                 case .submit:
+                    // Records of the inputs before may be large (a big team's delivery): over the byte bound,
+                    // wait for the publisher before handing over more.
+                    let go: Bool = monitor.locked {
+                        monitor.wait { stopping || _failure != nil || inFlightBytes < options.maxInFlightBytes }
+                        return _failure == nil
+                    }
+                    guard go else { break messages }
                     monitor.locked {
                         inFlight += 1
                         _stats.consumed += 1
@@ -453,6 +500,7 @@ public final class PartitionWorker: @unchecked Sendable {
                         monitor.locked {
                             switch result {
                             case .success(let bytes):
+                                inFlightBytes += bytes.count
                                 completed.append(
                                     Done(position: position, message: message, records: OutboxRecords(), encoded: bytes))
                             case .failure(let failure):
@@ -490,6 +538,13 @@ public final class PartitionWorker: @unchecked Sendable {
             }
             if stop { break }
             var batch = taken
+            let batchBytes = taken.reduce(0) { $0 + ($1.encoded?.count ?? 0) }
+            defer {
+                monitor.locked {
+                    inFlightBytes -= batchBytes
+                    monitor.broadcast()
+                }
+            }
             do {
                 for i in batch.indices {
                     guard let bytes = batch[i].encoded else { continue }
@@ -504,11 +559,20 @@ public final class PartitionWorker: @unchecked Sendable {
                 break
             }
             var attempt = 0
+            var cursor = PublishCursor()
             while true {
                 attempt += 1
                 do {
-                    try publish(batch)
+                    try publish(batch, from: &cursor)
                     break
+                } catch let tooLarge as RecordTooLarge {
+                    // Never publishable as it is: the partition stops and says why (retrying it re-sent the
+                    // records before it every ten minutes, past the stream's de-duplication window).
+                    monitor.locked {
+                        _failure = tooLarge.description
+                        monitor.broadcast()
+                    }
+                    return
                 } catch {
                     // The records are in the outbox: a stop now loses nothing (the next start publishes them).
                     if monitor.locked({ stopping }) && attempt >= 3 {
@@ -533,10 +597,45 @@ public final class PartitionWorker: @unchecked Sendable {
         }
     }
 
-    /// Publishes every record of `batch` under its deterministic id and waits for the stream's confirmations.
-    private func publish(_ batch: [Done]) throws {
+    /// Where publishing a batch stands: every record before it is confirmed by the stream, so a publish
+    /// tried again after a failure starts there (the stream's de-duplication window is ten minutes; a
+    /// retry after a longer outage would otherwise store the confirmed ones again).
+    struct PublishCursor {
+        var done = 0
+        var entry = 0
+    }
+
+    /// A record the NATS server cannot take as one message.
+    struct RecordTooLarge: Error, CustomStringConvertible {
+        var partition: Int
+        var position: UInt64
+        var kind: String
+        var bytes: Int
+        var maxPayload: Int
+        var description: String {
+            "a \(kind) record of \(bytes) bytes (of the input at stream position \(position)) is over the NATS server's "
+                + "max_payload (\(maxPayload) bytes): raise max_payload in nats-server's configuration (at most 64 MB, "
+                + "e.g. `max_payload: 16MB`; a large team's records grow with its members) and restart partition "
+                + "\(partition) — the record stays in the store's outbox and is published then, once (docs/nats.md, "
+                + "\"Records and max_payload\")"
+        }
+    }
+
+    /// Publishes the records of `batch` from `cursor` under their deterministic ids and waits for the
+    /// stream's confirmations, moving `cursor` past each window the stream confirmed. A record over the
+    /// server's `max_payload` throws `RecordTooLarge` before anything of the batch is sent.
+    private func publish(_ batch: [Done], from cursor: inout PublishCursor) throws {
         guard let js else { return }
         let p = options.partition
+        // Headers (the message id) count toward the limit too: a margin for them.
+        let limit = connection.maxPayload - 512
+        for done in batch[cursor.done...] {
+            for entry in done.records.entries where entry.json.count > limit {
+                throw RecordTooLarge(
+                    partition: p, position: done.position, kind: entry.kind, bytes: entry.json.count,
+                    maxPayload: connection.maxPayload)
+            }
+        }
         // At most `publishWindow` publishes wait for their acks at a time, far under the library's own
         // limit (`maxPendingAsync`), so a publish never stalls inside libnats. (The heap corruption of
         // loaded 3-partition runs once blamed on that stall was libnats' fetch writing past its batch
@@ -544,8 +643,14 @@ public final class PartitionWorker: @unchecked Sendable {
         var unconfirmed = 0
         var skipped = 0
         defer { if skipped > 0 { monitor.locked { _stats.alreadyDownstream += skipped } } }
-        for done in batch {
-            for (n, entry) in done.records.entries.enumerated() {
+        var next = cursor
+        while next.done < batch.count {
+            let done = batch[next.done]
+            let entries = done.records.entries
+            while next.entry < entries.count {
+                let n = next.entry
+                let entry = entries[n]
+                next.entry += 1
                 // Already on the output stream (a partition rebuilt from its input stream onto a new store
                 // produces every record again, and the stream's de-duplication window is ten minutes):
                 // not published a second time. The ids are deterministic, so what is there is this record.
@@ -560,10 +665,14 @@ public final class PartitionWorker: @unchecked Sendable {
                 if unconfirmed >= Self.publishWindow {
                     try js.waitForPublishes(timeoutMs: 10_000)
                     unconfirmed = 0
+                    cursor = next
                 }
             }
+            next.done += 1
+            next.entry = 0
         }
         try js.waitForPublishes(timeoutMs: 10_000)
+        cursor = next
     }
 
     // MARK: - Queries
@@ -594,8 +703,10 @@ public final class PartitionWorker: @unchecked Sendable {
                     fields.append(("pending", pending.map { .int(Int64($0)) } ?? .null))
                     fields.append(("inFlight", .int(Int64(inFlight))))
                     fields.append(("leaseValid", .bool(holdsLease)))
-                    // Nothing left in the stream for it as of its last fetch, nothing in flight, nothing owed.
-                    fields.append(("caughtUp", .bool(pending == 0 && inFlight == 0 && unpublished == 0)))
+                    // Nothing left in the stream for it as of its last fetch, nothing in flight, nothing owed —
+                    // and a lease it renews: without one it fetches nothing, and "nothing pending" is stale.
+                    fields.append(
+                        ("caughtUp", .bool(pending == 0 && inFlight == 0 && unpublished == 0 && holdsLease)))
                     status = .object(fields)
                 }
                 reply = status
@@ -615,6 +726,17 @@ public final class PartitionWorker: @unchecked Sendable {
         monitor.locked { _stats.queries += 1 }
         var w = JSONWriter()
         w.write(reply)
+        let size = w.bytes.count
+        if size > connection.maxPayload - 512 {
+            // Over what NATS carries (a large team's roster): said, rather than an answer that never arrives.
+            w = JSONWriter()
+            w.write(
+                Self.error(
+                    "tooLarge",
+                    "the answer is \(size) bytes, over the NATS server's max_payload (\(connection.maxPayload)): "
+                        + "ask partition \(options.partition)'s HTTP API (`GET /v1/…` on its --listen address), or raise "
+                        + "max_payload (docs/nats.md, \"Records and max_payload\")"))
+        }
         try? connection.respond(to: message, w.bytes)
     }
 

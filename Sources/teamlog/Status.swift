@@ -94,7 +94,8 @@ extension Status {
                 lines.append(
                     "partition \(p): head seq \(TeamLogNATS_text(s["headSeq"])), stream position "
                         + "\(TeamLogNATS_text(s["sourcePosition"])), consumed \(TeamLogNATS_text(s["consumed"])), unpublished "
-                        + "\(TeamLogNATS_text(s["unpublished"])), backlog \(TeamLogNATS_text(s["pending"])), caught up "
+                        + "\(TeamLogNATS_text(s["unpublished"])), backlog \(TeamLogNATS_text(s["pending"])), in flight "
+                        + "\(TeamLogNATS_text(s["inFlight"])), lease \(s["leaseValid"]?.boolValue == false ? "NOT VALID (fetching paused)" : "valid"), caught up "
                         + TeamLogNATS_text(s["caughtUp"]))
             case .failure(let error):
                 unanswered = true
@@ -102,14 +103,15 @@ extension Status {
                 // none does (stopped cleanly, or never started).
                 let lease: (json: JSONValue, text: String)
                 switch queries.leaseHolder(p) {
-                case .success(let holder?):
+                case .success(let (holder, ago)?):
+                    let takeover = holder.ttlMs + holder.ttlMs / 5
                     lease = (
                         .object([
                             ("pid", .int(Int64(holder.pid))), ("host", .string(holder.host)),
-                            ("ttlMs", .int(Int64(holder.ttlMs))),
+                            ("ttlMs", .int(Int64(holder.ttlMs))), ("renewedMsAgo", .int(ago)),
                         ]),
-                        "its lease is held by \(holder) (not answering: it lapses \(holder.ttlMs / 1_000) s after "
-                            + "its last renewal)")
+                        "its lease is held by \(holder), last renewed \(Self.duration(ms: ago)) ago (another process "
+                            + "takes it over \(Self.duration(ms: Int64(takeover))) after the last renewal)")
                 case .success(nil): lease = (.null, "no process holds its lease (stopped cleanly, or never started)")
                 case .failure(let why): lease = (.string("\(why)"), "its lease unknown: \(why)")
                 }
@@ -124,3 +126,12 @@ extension Status {
 }
 
 private func TeamLogNATS_text(_ v: JSONValue?) -> String { TeamTable.text(v) }
+
+extension Status {
+    /// `850 ms`, `3.6 s`, `4 min 10 s`.
+    static func duration(ms: Int64) -> String {
+        if ms < 1_000 { return "\(ms) ms" }
+        if ms < 60_000 { return ms % 1_000 == 0 ? "\(ms / 1_000) s" : String(format: "%.1f s", Double(ms) / 1_000) }
+        return "\(ms / 60_000) min \(ms % 60_000 / 1_000) s"
+    }
+}

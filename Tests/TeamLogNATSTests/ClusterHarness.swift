@@ -22,8 +22,10 @@ final class ClusterHarness {
     private(set) var processes: [ChildProcess?]
     private var restarts = 0
     let replicas: Int
+    /// Whether partitions get `--replicas` (without it they take the op stream's, which a router made).
+    var passesReplicas = true
 
-    init(partitions: Int, clusterNodes: Int = 1) throws {
+    init(partitions: Int, clusterNodes: Int = 1, serverArguments: [String] = []) throws {
         self.partitions = partitions
         processes = Array(repeating: nil, count: partitions)
         mkdir(directory.child("nats"), 0o755)
@@ -31,7 +33,7 @@ final class ClusterHarness {
             cluster = try NATSCluster.start(nodes: clusterNodes, baseDir: directory.child("nats"))
             replicas = 3
         } else {
-            server = try NATSServerProcess.start(storeDir: directory.child("nats"))
+            server = try NATSServerProcess.start(storeDir: directory.child("nats"), extraArguments: serverArguments)
             replicas = 1
         }
     }
@@ -58,9 +60,10 @@ final class ClusterHarness {
             TestSupport.teamlogExecutable,
             [
                 "serve", "--store", storePath(p), "--listen", "127.0.0.1:0", "--nats", urls.joined(separator: ","),
-                "--partition", String(p), "--partitions", String(partitions), "--replicas", String(replicas),
+                "--partition", String(p), "--partitions", String(partitions),
                 "--checkpoint-ops", "200",
-            ], stderr: directory.child("start-\(restarts).err"))
+            ] + (passesReplicas ? ["--replicas", String(replicas)] : []),
+            stderr: directory.child("start-\(restarts).err"))
     }
 
     func startAll() throws { for p in 0..<partitions { try startPartition(p) } }
@@ -253,4 +256,14 @@ func readBytes(_ path: String) throws -> [UInt8] {
         bytes += buffer[..<n]
     }
     return bytes
+}
+
+/// Writes `bytes` to `path`, replacing what it held.
+func writeBytes(_ path: String, _ bytes: [UInt8]) throws {
+    let fd = open(path, O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw ChildProcessError("cannot create \(path)") }
+    defer { close(fd) }
+    guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+        throw ChildProcessError("cannot write \(path)")
+    }
 }

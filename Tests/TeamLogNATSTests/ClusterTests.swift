@@ -235,8 +235,16 @@ struct ClusterTests {
         let connection = try harness.connect()
         defer { connection.close() }
         let lines = ClusterHarness.workload(count: Self.workloadSize, seed: 13)
-        try harness.startAll()
+        // The router makes the streams (3 replicas); the partitions are not told: their lease bucket gets
+        // the op stream's replicas — it had 1 (`serve`'s default), and losing its node stopped every
+        // partition's renewals and so their consumption (an operator's trial).
         let router = RouterBox(harness: harness, connection: connection)
+        harness.passesReplicas = false
+        try harness.startAll()
+        let js = try connection.jetStream()
+        let deadline = monotonicSeconds() + 30
+        while (try? js.streamState("KV_" + PartitionLease.bucket)) == nil && monotonicSeconds() < deadline { sleepMs(50) }
+        #expect(try js.streamState("KV_" + PartitionLease.bucket)?.replicas == 3)
         let half = lines.count / 2
         try router.route(Array(lines[..<half]), startingAt: 0)
         harness.cluster!.nodes[1].kill()
@@ -315,13 +323,66 @@ struct ClusterTests {
         #expect(status.lines.last?.hasPrefix("partition 1: NO ANSWER") == true, "\(status.lines)")
         // Killed, it still holds its lease (it lapses); the live one says its backlog.
         #expect(status.lines.last?.contains("its lease is held by pid ") == true, "\(status.lines)")
-        #expect(status.lines[1].contains(", backlog 0, caught up yes"), "\(status.lines)")
+        #expect(status.lines[1].contains(", backlog 0, in flight 0, lease valid, caught up yes"), "\(status.lines)")
+        #expect(status.lines.last?.contains(" ago (another process takes it over 12 s after the last renewal)") == true)
         try harness.startPartition(1)
         try harness.waitUntilCaughtUp(connection)
         let again = try OpRouter(connection: connection, options: options)
         try again.route(.text(number: 1, bytes: Array(modify.utf8)), now: 3)
         try again.flush()
         #expect(again.summary.perPartition == [0, 1], "routed to the message's partition")
+        _ = try harness.stopAll()
+    }
+
+    /// A record over the NATS server's max_payload (a large team's delivery) can never be published as
+    /// one message. The partition stops with the reason (exit 3) instead of retrying its batch forever —
+    /// which re-sent the records before it every ten minutes, past the stream's de-duplication window (an
+    /// operator's trial). With max_payload raised, the next start publishes the outbox: every record once.
+    @Test func aRecordOverMaxPayloadStopsThePartitionWithTheReason() throws {
+        let scratch = TemporaryDirectory("teamlog-maxpayload")
+        let config = scratch.child("nats.conf")
+        try writeBytes(config, Array("max_payload: 32768\n".utf8))
+        let harness = try ClusterHarness(partitions: 1, serverArguments: ["-c", config])
+        let connection = try harness.connect()
+        defer { connection.close() }
+        #expect(connection.maxPayload == 32_768)
+        func members(_ n: Int) -> String { (0..<n).map { "\"member-\($0)\"" }.joined(separator: ",") }
+        let lines = [
+            #"{"op":"team.create","actor":"a","ts":1,"team":"small","members":["b","c"],"opId":"o1"}"#,
+            #"{"op":"message.send","actor":"a","ts":2,"to":{"type":"team","id":"small"},"messageId":"m1","content":{"type":"text","text":"x"},"opId":"o2"}"#,
+            // Its records fit (a 30 KB delivery); its roster as a `team` answer (33 KB) does not.
+            #"{"op":"team.create","actor":"a","ts":3,"team":"mid","type":"superTeam","members":["# + members(820) + #"],"opId":"o3"}"#,
+            #"{"op":"team.create","actor":"a","ts":4,"team":"big","type":"superTeam","members":["# + members(1_500) + #"],"opId":"o4"}"#,
+            #"{"op":"message.send","actor":"b","ts":5,"to":{"type":"team","id":"small"},"messageId":"m2","content":{"type":"text","text":"y"},"opId":"o5"}"#,
+        ]
+        try harness.startAll()
+        try harness.route(Array(lines[..<3]), connection: connection)
+        try harness.waitUntilCaughtUp(connection)
+        // An answer over max_payload is an error saying so (it was "no answer … is partition 0 running?").
+        let queries = try ClusterQueries(connection: connection, partitions: 1)
+        let tooLarge = #expect(throws: ClusterError.self) { try queries.answer(.team, Id("mid")) }
+        #expect(tooLarge?.description.contains("tooLarge: the answer is ") == true, "\(String(describing: tooLarge))")
+        #expect(tooLarge?.description.contains("over the NATS server's max_payload (32768)") == true)
+        #expect(try queries.answer(.team, Id("small"))?["memberCount"]?.intValue == 3)
+        try harness.route(Array(lines[3...]), connection: connection)
+        let deadline = monotonicSeconds() + 60
+        while harness.processes[0]?.poll() == nil && monotonicSeconds() < deadline { sleepMs(100) }
+        #expect(harness.processes[0]?.poll() == .exited(3))
+        let stderr = (try? String(decoding: readBytes(harness.directory.child("start-1.err")), as: UTF8.self)) ?? ""
+        #expect(stderr.contains("a delivery record of "), "\(stderr)")
+        #expect(stderr.contains("is over the NATS server's max_payload (32768 bytes): raise max_payload"), "\(stderr)")
+        let before = try harness.publishedRecords(connection)[0]
+        #expect(Set(before.map(\.id)).count == before.count)
+        #expect(before.contains { $0.json.contains(#""messageId":"m1""#) })
+        #expect(!before.contains { $0.json.contains(#""messageId":"m2""#) })
+
+        try writeBytes(config, Array("max_payload: 1MB\n".utf8))
+        harness.server!.stop()
+        try harness.server!.restart()
+        let again = try harness.connect()
+        defer { again.close() }
+        try harness.startPartition(0)
+        try verify(harness, lines, again)  // every record once, as a single store has them
         _ = try harness.stopAll()
     }
 

@@ -149,12 +149,15 @@ import Testing
         }
         #expect(by?.pid == sleeper.pid)
         #expect(monotonicSeconds() - start < 1)
-        // The same record once that process is gone (its pid reused or not): taken at once.
-        sleeper.kill(SIGKILL)
-        _ = sleeper.wait()
+        // The same record once that process is killed — still a zombie, not reaped by its parent (this
+        // test process): taken at once (it was refused until reaped).
+        Glibc.kill(sleeper.pid, SIGKILL)
+        sleepMs(200)
+        #expect(PartitionLease.Holder.startTime(sleeper.pid) == nil, "a zombie counts as gone")
         start = monotonicSeconds()
         try again.acquire()
         #expect(monotonicSeconds() - start < 1)
+        _ = sleeper.wait()
     }
 
     /// Renewal: keeps it valid; lost to a record written by someone else; taken again (a new epoch, so
