@@ -526,8 +526,10 @@ public final class PartitionWorker: @unchecked Sendable {
 
     // MARK: - Publishing
 
-    /// Records published before waiting for the stream's acks.
+    /// Records published before waiting for the stream's acks, and their bytes (libnats keeps each
+    /// until its ack: 1,024 records of a large team's deliveries are gigabytes).
     static let publishWindow = 1_024
+    static let publishWindowBytes = 32 << 20
 
     private func publishLoop() {
         while true {
@@ -641,6 +643,7 @@ public final class PartitionWorker: @unchecked Sendable {
         // loaded 3-partition runs once blamed on that stall was libnats' fetch writing past its batch
         // array; `PullSubscription.fetch` no longer uses it. The window stays: it bounds memory.)
         var unconfirmed = 0
+        var unconfirmedBytes = 0
         var skipped = 0
         defer { if skipped > 0 { monitor.locked { _stats.alreadyDownstream += skipped } } }
         var next = cursor
@@ -662,7 +665,9 @@ public final class PartitionWorker: @unchecked Sendable {
                     TeamLogSubjects.out(p, entry.kind), entry.json,
                     msgId: TeamLogSubjects.outMsgId(p, done.position, n))
                 unconfirmed += 1
-                if unconfirmed >= Self.publishWindow {
+                unconfirmedBytes += entry.json.count
+                if unconfirmed >= Self.publishWindow || unconfirmedBytes >= Self.publishWindowBytes {
+                    unconfirmedBytes = 0
                     try js.waitForPublishes(timeoutMs: 10_000)
                     unconfirmed = 0
                     cursor = next

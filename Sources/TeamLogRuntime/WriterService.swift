@@ -20,6 +20,10 @@ public final class WriterService: @unchecked Sendable {
         public var store = Store.Options()
         /// A single submission with more ops than this is committed in several transactions.
         public var batchSize = 10_000
+        /// Bytes of records (`Record.estimatedSize`) that also end a group: its records wait in memory until
+        /// it is durable, and a large team's are megabytes each (a NATS partition's group of 8,192 inputs
+        /// with supergroups up to 200,000 members held 4.5 GB). Ordinary groups stay far below it.
+        public var maxGroupRecordBytes = 64 << 20
         /// Seqs of records kept for the record stream.
         public var streamWindow = 65_536
         /// Bytes of records kept for the record stream (256 MiB: deliveries to large teams are large).
@@ -353,20 +357,25 @@ public final class WriterService: @unchecked Sendable {
             }
             store.stagePublished(confirmed)
             if !batch.isEmpty {
-                for part in Self.groups(of: batch, batchSize: options.batchSize) {
-                    if let failure = monitor.locked({ failedState }) {
-                        for submission in part { submission.fail(failure) }
-                        continue
+                for whole in Self.groups(of: batch, batchSize: options.batchSize) {
+                    var part = whole[...]
+                    // A group ends early once its records reach `maxGroupRecordBytes`; the rest makes more.
+                    while let first = part.first {
+                        if let failure = monitor.locked({ failedState }) {
+                            for submission in part { submission.fail(failure) }
+                            break
+                        }
+                        if let previous = inFlight, first.lines.count >= options.batchSize {
+                            // A submission this large commits part of itself while it is decided, which would
+                            // finish the commit in flight on the way: answer that group first, by its own commit.
+                            finishGroup(previous, store: store, window: window)
+                            inFlight = nil
+                        }
+                        let (group, taken) = startGroup(Array(part), store: store)
+                        part = part.dropFirst(taken)
+                        if let previous = inFlight { finishGroup(previous, store: store, window: window) }
+                        inFlight = group.flatMap { beginCommit($0, store: store, window: window) }
                     }
-                    if let previous = inFlight, part[0].lines.count >= options.batchSize {
-                        // A submission this large commits part of itself while it is decided, which would
-                        // finish the commit in flight on the way: answer that group first, by its own commit.
-                        finishGroup(previous, store: store, window: window)
-                        inFlight = nil
-                    }
-                    let group = startGroup(part, store: store)
-                    if let previous = inFlight { finishGroup(previous, store: store, window: window) }
-                    inFlight = group.flatMap { beginCommit($0, store: store, window: window) }
                 }
             } else {
                 if let previous = inFlight { finishGroup(previous, store: store, window: window) }
@@ -402,8 +411,11 @@ public final class WriterService: @unchecked Sendable {
             /// A stream input's outbox entry, encoded.
             var outbox: [UInt8] = []
         }
-        let batch: [Submission]
+        /// The submissions it answers (those a group decided before its records reached the bound).
+        var batch: [Submission]
         var processors: [(Processor, Output)] = []
+        /// The estimated bytes of the records it holds.
+        var recordBytes = 0
         /// Records of each seq for the record stream.
         var byEvent: [UInt64: [Record]] = [:]
         /// Seqs the group's events took: `first ... last` (none when `last < first`).
@@ -446,11 +458,13 @@ public final class WriterService: @unchecked Sendable {
     public var liveGroups: Int { groupCount.count }
 
     /// Runs each submission of a group through a processor of its own (same decisions and records as the
-    /// CLI's). `nil` when the store failed (every submission is answered with that).
-    private func startGroup(_ batch: [Submission], store: Store) -> Group? {
+    /// CLI's), until its records reach `maxGroupRecordBytes` (at least one submission): the group and how
+    /// many of `batch` it took. `nil` when the store failed (every submission of `batch` is answered with
+    /// that).
+    private func startGroup(_ batch: [Submission], store: Store) -> (Group?, taken: Int) {
         let group = Group(batch: batch, alive: groupCount)
-        group.report.submissions = batch.count
         group.first = store.world.lastSeq + 1
+        var taken = 0
         do {
             for submission in batch {
                 var outbox = OutboxRecords()
@@ -463,6 +477,7 @@ public final class WriterService: @unchecked Sendable {
                 let emit = submission.emit
                 let fromSource = submission.source != nil
                 processor.observer = { record, seq in
+                    group.recordBytes += record.estimatedSize
                     if fromSource { outbox.append(record) }
                     switch record {
                     case .rejected(_, _, let code, _):
@@ -491,13 +506,17 @@ public final class WriterService: @unchecked Sendable {
                     store.stageSource(position: position, outbox: [(position, encoded)])
                     output.outbox = encoded
                 }
+                taken += 1
+                if group.recordBytes >= options.maxGroupRecordBytes { break }
             }
         } catch {
             failGroup(group, store: store, error: error)
-            return nil
+            return (nil, batch.count)
         }
+        group.batch = Array(batch[..<taken])
+        group.report.submissions = taken
         group.last = store.world.lastSeq
-        return group
+        return (group, taken)
     }
 
     /// Starts the group's commit on the store's committer thread (a previous group's is finished first).

@@ -105,6 +105,43 @@ import Testing
 }
 
 extension SourcePositionTests {
+    /// A group of submissions also ends once its records reach `maxGroupRecordBytes` (they wait in memory
+    /// until it is durable, and a large team's are megabytes): with a bound of one byte every submission is
+    /// a group of its own — each answered with its own records, in order — while without it the queued
+    /// submissions share groups.
+    @Test(arguments: [1, 64 << 20])
+    func aGroupEndsAtItsRecordBytes(maxGroupRecordBytes: Int) throws {
+        let dir = TemporaryDirectory()
+        var options = WriterService.Options()
+        options.maxGroupRecordBytes = maxGroupRecordBytes
+        let largest = Largest()
+        let writer = WriterService(path: dir.child("s"), options: options) { largest.note($0.submissions) }
+        defer { writer.stop() }
+        while writer.state == .opening { usleepMs(2) }
+        let create = #"{"op":"team.create","actor":"a","ts":1000,"team":"t","members":["b","c"]}"#
+        let created = ResultBox<[UInt8]>()
+        writer.submit(Self.op(create), source: 1) { created.set($0) }
+        _ = try created.wait().get()
+        let boxes = (2...301).map { i in
+            let box = ResultBox<[UInt8]>()
+            let line =
+                #"{"op":"message.send","actor":"a","ts":\#(1000 + i),"to":{"type":"team","id":"t"},"messageId":"m\#(i)","content":{"type":"text","text":"hi"}}"#
+            writer.submit(Self.op(line), source: UInt64(i)) { box.set($0) }
+            return box
+        }
+        for (i, box) in boxes.enumerated() {
+            let records = try OutboxRecords(decoding: try box.wait().get())
+            #expect(records.entries.map(\.kind) == ["event", "delivery"])
+            #expect(String(decoding: records.entries[1].json, as: UTF8.self).contains(#""messageId":"m\#(i + 2)""#))
+        }
+        #expect(writer.sourcePosition == 301)
+        if maxGroupRecordBytes == 1 {
+            #expect(largest.value == 1, "every group one submission")
+        } else {
+            #expect(largest.value > 1, "queued submissions share a group: the bound above is what splits them")
+        }
+    }
+
     /// A group of submissions holds every record it produced until it is answered; after that nothing may
     /// keep it. (Each processor's observer captured its group, and the group held the processors: every
     /// group of a server leaked its records, ~20 KB per op of the mixed workload, 2 GB after 100,000 ops of
@@ -163,3 +200,11 @@ func usleepMs(_ ms: Int) {
 #if canImport(Glibc)
     import Glibc
 #endif
+
+/// The largest number a callback saw.
+final class Largest: @unchecked Sendable {
+    private let monitor = Monitor()
+    private var _value = 0
+    func note(_ n: Int) { monitor.locked { _value = max(_value, n) } }
+    var value: Int { monitor.locked { _value } }
+}
