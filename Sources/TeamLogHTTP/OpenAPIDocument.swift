@@ -311,7 +311,19 @@ public enum OpenAPIDocument {
                     schema: { $ref: "#/components/schemas/Op" }
               responses:
                 "200":
-                  description: The records of these ops, JSON Lines.
+                  description: |
+                    The records of these ops, JSON Lines. With `emit=all`, output records are kept up to the server's
+                    `--max-response-mb` (256 MiB: a delivery to a large team lists its receivers, so outputs grow with
+                    the teams' sizes, not the body's); past it every event, rejection and duplicate record is still
+                    answered, the other outputs are left out, and two headers say so — read them from
+                    `GET /v1/records?from=<Teamlog-Outputs-Omitted-From-Seq>`.
+                  headers:
+                    Teamlog-Outputs-Omitted:
+                      description: Output records left out past `--max-response-mb` (absent when none).
+                      schema: { type: integer, minimum: 1 }
+                    Teamlog-Outputs-Omitted-From-Seq:
+                      description: The seq of the first event whose outputs were left out.
+                      schema: { type: integer, minimum: 1 }
                   content:
                     application/x-ndjson:
                       schema: { type: string }

@@ -11,6 +11,11 @@ public struct ServerConfiguration: Sendable {
     public var protectReads = false
     /// Largest request body accepted (bytes); a larger one is answered 413.
     public var bodyLimit = 16 << 20
+    /// Bytes of output records (`Record.estimatedSize`) a `POST /v1/ops` answer keeps (`--max-response-mb`):
+    /// outputs grow with the teams' sizes, not the body's (1,000 sends to a 20,000-member team answered 360
+    /// MB, held in memory until sent). Past it the answer keeps every event, rejection and duplicate record,
+    /// leaves the other outputs out and says so in `Teamlog-Outputs-Omitted` / `…-From-Seq`.
+    public var maxResponseBytes = 256 << 20
     /// Seconds between keep-alive comments on an idle record stream.
     public var streamHeartbeatSeconds = 15.0
     /// Seconds a connection may send nothing — between requests, or in the middle of one (a request body

@@ -232,17 +232,27 @@ public final class TeamLogServer: Service, Sendable {
         }
         let lines = ParsedLine.parseAll(Array(body.readableBytesView))
         let writer = self.writer
-        let records: [Record] = try await withCheckedThrowingContinuation { continuation in
-            writer.submit(lines, emit: emit) { result in
+        let answer: WriterService.Answer = try await withCheckedThrowingContinuation { continuation in
+            writer.submit(lines, emit: emit, maxOutputBytes: configuration.maxResponseBytes) { result in
                 continuation.resume(with: result.mapError { Self.apiError($0) })
             }
         }
         // Encoded here, on this request's task, not on the writer's thread every request waits for.
         var headers = HTTPFields()
         headers[.contentType] = "application/x-ndjson"
+        if answer.omittedOutputs > 0, let from = answer.omittedFromSeq {
+            headers[Self.outputsOmitted] = String(answer.omittedOutputs)
+            headers[Self.outputsOmittedFromSeq] = String(from)
+        }
         return Response(
-            status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: WriterService.encode(records))))
+            status: .ok, headers: headers,
+            body: .init(byteBuffer: ByteBuffer(bytes: WriterService.encode(answer.records))))
     }
+
+    /// Output records a `POST /v1/ops` answer left out past `--max-response-mb`, and the seq from which
+    /// `GET /v1/records?from=` has them.
+    static let outputsOmitted = HTTPField.Name("Teamlog-Outputs-Omitted")!
+    static let outputsOmittedFromSeq = HTTPField.Name("Teamlog-Outputs-Omitted-From-Seq")!
 
     static func apiError(_ failure: WriterService.Failure) -> APIError {
         switch failure.code {

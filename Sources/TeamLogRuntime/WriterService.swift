@@ -86,10 +86,14 @@ public final class WriterService: @unchecked Sendable {
         /// entry, encoded: it was written in the commit).
         enum Reply {
             case records(@Sendable (Result<[Record], Failure>) -> Void)
+            case answer(@Sendable (Result<Answer, Failure>) -> Void)
             case outbox(@Sendable (Result<[UInt8], Failure>) -> Void)
         }
         var lines: [ParsedLine]
         var emit: Processor.Emit
+        /// With `emit: .all`: the bytes of output records (`Record.estimatedSize`) kept for the answer;
+        /// later outputs are left out (`Answer.omittedOutputs`).
+        var maxOutputBytes: Int? = nil
         /// A stream input's position: its records go to the outbox with it (`submit(_:source:done:)`).
         var source: UInt64? = nil
         var reply: Reply
@@ -97,9 +101,20 @@ public final class WriterService: @unchecked Sendable {
         func fail(_ failure: Failure) {
             switch reply {
             case .records(let done): done(.failure(failure))
+            case .answer(let done): done(.failure(failure))
             case .outbox(let done): done(.failure(failure))
             }
         }
+    }
+
+    /// A request's answer when its outputs are capped (`submit(_:emit:maxOutputBytes:answer:)`).
+    public struct Answer: Sendable {
+        /// Its records, in order: every event, rejection and duplicate record, and the outputs up to the cap.
+        public var records: [Record]
+        /// Output records left out once the cap was reached (0: none).
+        public var omittedOutputs = 0
+        /// The seq of the first event whose outputs were left out: `GET /v1/records?from=` it has them.
+        public var omittedFromSeq: UInt64? = nil
     }
 
     public let path: String
@@ -175,6 +190,24 @@ public final class WriterService: @unchecked Sendable {
             return nil
         }
         if let refused { done(.failure(refused)) }
+    }
+
+    /// As `submit(_:emit:done:)`, with the output records the answer keeps capped at `maxOutputBytes`
+    /// (`emit: .all` only): a request's outputs grow with its teams' sizes — one send to a 200,000-member
+    /// team is an 8 MB delivery — and wait in memory until the group is durable. Past the cap its events,
+    /// rejections and duplicates are still answered; the outputs left out are counted in the answer, from
+    /// the seq of the first event that had one left out (the record stream serves them).
+    public func submit(
+        _ lines: [ParsedLine], emit: Processor.Emit, maxOutputBytes: Int,
+        answer: @escaping @Sendable (Result<Answer, Failure>) -> Void
+    ) {
+        let refused: Failure? = monitor.locked {
+            if let failure = refusal { return failure }
+            queue.append(Submission(lines: lines, emit: emit, maxOutputBytes: maxOutputBytes, reply: .answer(answer)))
+            monitor.broadcast()
+            return nil
+        }
+        if let refused { answer(.failure(refused)) }
     }
 
     /// Records as JSON Lines, each ending in a newline: what `teamlog ingest` prints for them.
@@ -410,6 +443,10 @@ public final class WriterService: @unchecked Sendable {
             var records: [Record] = []
             /// A stream input's outbox entry, encoded.
             var outbox: [UInt8] = []
+            /// Bytes of the output records kept, and those left out past the submission's cap.
+            var outputBytes = 0
+            var omittedOutputs = 0
+            var omittedFromSeq: UInt64?
         }
         /// The submissions it answers (those a group decided before its records reached the bound).
         var batch: [Submission]
@@ -475,6 +512,7 @@ public final class WriterService: @unchecked Sendable {
                 let processor = Processor(store: store, options: processorOptions) { _ in }
                 store.wantsDeliveries = true
                 let emit = submission.emit
+                let cap = submission.maxOutputBytes
                 let fromSource = submission.source != nil
                 processor.observer = { record, seq in
                     group.recordBytes += record.estimatedSize
@@ -492,7 +530,16 @@ public final class WriterService: @unchecked Sendable {
                         group.report.accepted += 1
                         if emit != .none { output.records.append(record) }
                     case .output:
-                        if emit == .all { output.records.append(record) }
+                        if emit == .all {
+                            let size = record.estimatedSize
+                            if let cap, output.omittedOutputs > 0 || output.outputBytes + size > cap {
+                                output.omittedOutputs += 1
+                                if output.omittedFromSeq == nil { output.omittedFromSeq = seq }
+                            } else {
+                                output.outputBytes += size
+                                output.records.append(record)
+                            }
+                        }
                     }
                     if let seq { group.byEvent[seq, default: []].append(record) }
                 }
@@ -560,6 +607,12 @@ public final class WriterService: @unchecked Sendable {
         for (submission, output) in zip(group.batch, outputs) {
             switch submission.reply {
             case .records(let done): done(.success(output.records))
+            case .answer(let done):
+                done(
+                    .success(
+                        Answer(
+                            records: output.records, omittedOutputs: output.omittedOutputs,
+                            omittedFromSeq: output.omittedFromSeq)))
             case .outbox(let done): done(.success(output.outbox))
             }
         }

@@ -41,6 +41,10 @@ struct Serve: AsyncParsableCommand {
     var bodyLimit: Int = ServerConfiguration().bodyLimit
 
     @Option(
+        help: "MiB of output records a POST /v1/ops answer keeps with emit=all; past it only event, rejection and duplicate records (headers Teamlog-Outputs-Omitted, Teamlog-Outputs-Omitted-From-Seq: read them from GET /v1/records).")
+    var maxResponseMb: Int = ServerConfiguration().maxResponseBytes >> 20
+
+    @Option(
         help: "Seconds a connection may send nothing, between requests or within a request's body, before it is closed (0: never; a response being sent is not idle).")
     var idleTimeoutS: Double = ServerConfiguration().idleTimeoutSeconds ?? 0
 
@@ -101,8 +105,9 @@ struct Serve: AsyncParsableCommand {
     /// Checked before `run` (so a wrong value is answered with this command's usage, not the root's).
     func validate() throws {
         _ = try Self.parseListen(listen)
-        guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0 else {
-            throw ValidationError("--body-limit, --stream-window, --stream-window-mb and --batch-size must be positive")
+        guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0, maxResponseMb > 0 else {
+            throw ValidationError(
+                "--body-limit, --stream-window, --stream-window-mb, --batch-size and --max-response-mb must be positive")
         }
         guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
         guard idleTimeoutS >= 0, idleTimeoutS.isFinite else { throw ValidationError("--idle-timeout-s must be 0 or more") }
@@ -129,6 +134,7 @@ struct Serve: AsyncParsableCommand {
         (config.host, config.port) = try Self.parseListen(listen)
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
+        config.maxResponseBytes = maxResponseMb << 20
         config.atReplays = atReplays
         config.streamCatchUp = streamCatchUp
         config.idleTimeoutSeconds = idleTimeoutS > 0 ? idleTimeoutS : nil

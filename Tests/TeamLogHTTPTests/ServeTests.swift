@@ -522,6 +522,46 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await server.stop()
     }
 
+    /// A POST's output records grow with its teams' sizes, not its body's (one send to a 200,000-member
+    /// team is an 8 MB delivery; 1,000 sends to a 20,000-member team answered 360 MB, held until sent).
+    /// Past `maxResponseBytes` the answer keeps every event record, leaves the other outputs out and says
+    /// how many and from which seq; the record stream has them. The same POST to an uncapped server
+    /// answers kept + omitted outputs.
+    @Test func anAnswerPastItsOutputCapSaysWhatItLeftOut() async throws {
+        let members = (0..<40).map { "\"u\($0)\"" }.joined(separator: ",")
+        let lines =
+            [#"{"op":"team.create","actor":"owner","ts":1,"team":"t","members":["# + members + #"]}"#]
+            + (0..<20).map {
+                #"{"op":"message.send","actor":"owner","ts":\#(2 + $0),"to":{"type":"team","id":"t"},"messageId":"m\#($0)","content":{"type":"text","text":"hi"}}"#
+            }
+        func outputs(_ text: String) -> [String] {
+            text.split(separator: "\n").map(String.init).filter { !$0.hasPrefix(#"{"kind":"event""#) }
+        }
+        var capped = ServerConfiguration()
+        capped.maxResponseBytes = 4_096
+        let server = try await LiveServer(configuration: capped)
+        let reply = try await send("POST", server.base + "/v1/ops", body: body(lines))
+        #expect(reply.status == 200)
+        let events = reply.body.split(separator: "\n").filter { $0.hasPrefix(#"{"kind":"event""#) }
+        #expect(events.count == 21, "every event record is answered")
+        let kept = outputs(reply.body)
+        let omitted = try #require(reply.header("Teamlog-Outputs-Omitted").flatMap { Int($0) })
+        let from = try #require(reply.header("Teamlog-Outputs-Omitted-From-Seq").flatMap { UInt64($0) })
+        #expect(omitted > 0 && !kept.isEmpty && kept.joined().utf8.count < 4_096 * 2)
+        let uncapped = try await LiveServer()
+        let full = try await send("POST", uncapped.base + "/v1/ops", body: body(lines))
+        #expect(full.header("Teamlog-Outputs-Omitted") == nil)
+        let all = outputs(full.body)
+        #expect(kept.count + omitted == all.count)
+        #expect(Array(all.prefix(kept.count)) == kept, "the first outputs are kept, in order")
+        // What was left out, from the record stream at that seq.
+        let stream = try await readEvents(server.base + "/v1/records?from=\(from)") { $0.last?.id == 21 }
+        let streamed = stream.events.flatMap(\.data).filter { !$0.hasPrefix(#"{"kind":"event""#) }
+        #expect(Array(all.suffix(omitted)) == Array(streamed.suffix(omitted)))
+        try await server.stop()
+        try await uncapped.stop()
+    }
+
     @Test func metricsCountOpsCommitsAndRequests() async throws {
         let server = try await LiveServer()
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines + ["nope", exampleLines[0]]))
