@@ -1,3 +1,4 @@
+import Synchronization
 import TeamLogStore
 import TeamLogThreads
 
@@ -21,6 +22,18 @@ enum Interrupts {
     private static let monitor = Monitor()
     nonisolated(unsafe) private static var installed = false
 
+    /// Set once a signal's cleanup started: the process is about to end by that signal.
+    static let stopping = Atomic<Bool>(false)
+
+    /// When a signal's cleanup is under way, waits for it to end the process by the signal, instead of
+    /// ending it another way: removing a scratch store while the replay opens it fails the replay, whose
+    /// error path exited 2 ("could not run: its scratch store … failed") before the cleanup finished,
+    /// leaving its `.removing` directory and a status that was not the signal's (a loaded CI run).
+    static func waitIfStopping() {
+        guard stopping.load(ordering: .acquiring) else { return }
+        while true { pause() }
+    }
+
     static func removeLeftoversOnSignal() {
         let first = monitor.locked {
             defer { installed = true }
@@ -39,6 +52,7 @@ enum Interrupts {
                     var number: UInt8 = 0
                     while read(readEnd, &number, 1) != 1 {}
                     let signal = Int32(number)
+                    stopping.store(true, ordering: .releasing)
                     let removed = Leftovers.removeAll()
                     if !removed.isEmpty {
                         // After a progress line a terminal still shows: a line of its own.

@@ -42,6 +42,7 @@ struct CLIError: Error, CustomStringConvertible {
 /// directory could not be made): said as such, exit 2 — the run found nothing about the store, and a
 /// bare exit 1 would read as an audit's difference or a query's missing id.
 func scratchFailed(_ what: String, _ error: any Error) -> ExitCode {
+    Interrupts.waitIfStopping()  // a signal removed it: the signal ends the process, not this error
     printErr(
         "teamlog: \(what) could not run: its scratch store in \(ScratchStore.parentDirectory) failed: \(error). "
             + "Give TMPDIR a file system with room (about the size of the store's proj/ directory); the store "

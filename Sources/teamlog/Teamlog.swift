@@ -17,6 +17,23 @@ struct Teamlog: AsyncParsableCommand {
             DebugHoldReader.self,
         ]
     )
+
+    /// ArgumentParser's own `main`, but an error or the end of a run that races a signal's cleanup waits
+    /// for the signal to end the process (`Interrupts.waitIfStopping`).
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            Interrupts.waitIfStopping()
+            exit(withError: error)
+        }
+        Interrupts.waitIfStopping()
+    }
 }
 
 /// `--nice N` of the commands that run beside a live writer as background work (`audit`, `backup`; and `compact`,
