@@ -29,10 +29,8 @@ public final class ServerMetrics: Sendable {
     let workingSetBudget: Metrics.Gauge
     let workingSetHitRatio: Metrics.Gauge
     /// Counters (they only grow while the store is open): Prometheus' `rate()` needs the type.
-    let workingSetLoads: Metrics.Counter
-    let workingSetEvictions: Metrics.Counter
-    /// The store's cumulative loads and evictions last added to the counters (the writer's thread only).
-    private let countedWorkingSet = Mutex<(loads: Int, evictions: Int)>((0, 0))
+    let workingSetLoads: TotalCounter
+    let workingSetEvictions: TotalCounter
     let windowEvents: Metrics.Gauge
     let windowBytes: Metrics.Gauge
     let atReplays: Metrics.Gauge
@@ -76,8 +74,8 @@ public final class ServerMetrics: Sendable {
         workingSetBytes = Metrics.Gauge(label: "teamlog_working_set_bytes", factory: factory)
         workingSetBudget = Metrics.Gauge(label: "teamlog_working_set_budget_bytes", factory: factory)
         workingSetHitRatio = Metrics.Gauge(label: "teamlog_working_set_hit_ratio", factory: factory)
-        workingSetLoads = Metrics.Counter(label: "teamlog_working_set_loads_total", factory: factory)
-        workingSetEvictions = Metrics.Counter(label: "teamlog_working_set_evictions_total", factory: factory)
+        workingSetLoads = TotalCounter("teamlog_working_set_loads_total", factory: factory)
+        workingSetEvictions = TotalCounter("teamlog_working_set_evictions_total", factory: factory)
         windowEvents = Metrics.Gauge(label: "teamlog_record_window_events", factory: factory)
         windowBytes = Metrics.Gauge(label: "teamlog_record_window_bytes", factory: factory)
         atReplays = Metrics.Gauge(label: "teamlog_at_replays_running", factory: factory)
@@ -96,12 +94,8 @@ public final class ServerMetrics: Sendable {
             workingSetBytes.record(Double(workingSet.residentBytes))
             workingSetBudget.record(Double(workingSet.budgetBytes))
             workingSetHitRatio.record(workingSet.hitRatio)
-            let (loads, evictions) = countedWorkingSet.withLock { counted in
-                defer { counted = (workingSet.loads, workingSet.evictions) }
-                return (workingSet.loads - counted.loads, workingSet.evictions - counted.evictions)
-            }
-            if loads > 0 { workingSetLoads.increment(by: loads) }
-            if evictions > 0 { workingSetEvictions.increment(by: evictions) }
+            workingSetLoads.record(total: workingSet.loads)
+            workingSetEvictions.record(total: workingSet.evictions)
         }
         windowEvents.record(Double(report.windowEvents))
         windowBytes.record(Double(report.windowBytes))
@@ -158,23 +152,21 @@ public final class ServerMetrics: Sendable {
         let pending: Metrics.Gauge
         let inFlight: Metrics.Gauge
         let leaseValid: Metrics.Gauge
-        let consumed: Metrics.Counter
-        let published: Metrics.Counter
-        let skipped: Metrics.Counter
-        let reseeks: Metrics.Counter
-        let alreadyDownstream: Metrics.Counter
-        /// The counts last added to the counters.
-        let counted = Mutex<[Int]>([0, 0, 0, 0, 0])
+        let consumed: TotalCounter
+        let published: TotalCounter
+        let skipped: TotalCounter
+        let reseeks: TotalCounter
+        let alreadyDownstream: TotalCounter
 
         init(factory: PrometheusMetricsFactory) {
             pending = Metrics.Gauge(label: "teamlog_nats_pending_messages", factory: factory)
             inFlight = Metrics.Gauge(label: "teamlog_nats_in_flight_messages", factory: factory)
             leaseValid = Metrics.Gauge(label: "teamlog_nats_lease_valid", factory: factory)
-            consumed = Metrics.Counter(label: "teamlog_nats_consumed_total", factory: factory)
-            published = Metrics.Counter(label: "teamlog_nats_published_total", factory: factory)
-            skipped = Metrics.Counter(label: "teamlog_nats_skipped_total", factory: factory)
-            reseeks = Metrics.Counter(label: "teamlog_nats_reseeks_total", factory: factory)
-            alreadyDownstream = Metrics.Counter(label: "teamlog_nats_already_downstream_total", factory: factory)
+            consumed = TotalCounter("teamlog_nats_consumed_total", factory: factory)
+            published = TotalCounter("teamlog_nats_published_total", factory: factory)
+            skipped = TotalCounter("teamlog_nats_skipped_total", factory: factory)
+            reseeks = TotalCounter("teamlog_nats_reseeks_total", factory: factory)
+            alreadyDownstream = TotalCounter("teamlog_nats_already_downstream_total", factory: factory)
         }
     }
 
@@ -189,13 +181,11 @@ public final class ServerMetrics: Sendable {
         if let pending = reading.pending { metrics.pending.record(Double(pending)) }
         metrics.inFlight.record(Double(reading.inFlight))
         metrics.leaseValid.record(reading.leaseValid ? 1 : 0)
-        let now = [reading.consumed, reading.published, reading.skipped, reading.reseeks, reading.alreadyDownstream]
-        let deltas = metrics.counted.withLock { counted in
-            defer { counted = now }
-            return zip(now, counted).map { $0 - $1 }
-        }
-        let counters = [metrics.consumed, metrics.published, metrics.skipped, metrics.reseeks, metrics.alreadyDownstream]
-        for (counter, delta) in zip(counters, deltas) where delta > 0 { counter.increment(by: delta) }
+        metrics.consumed.record(total: reading.consumed)
+        metrics.published.record(total: reading.published)
+        metrics.skipped.record(total: reading.skipped)
+        metrics.reseeks.record(total: reading.reseeks)
+        metrics.alreadyDownstream.record(total: reading.alreadyDownstream)
     }
 
     // MARK: - Help
@@ -250,5 +240,24 @@ public final class ServerMetrics: Sendable {
         }
         if !out.isEmpty && text.last != UInt8(ascii: "\n") { out.removeLast() }
         return out
+    }
+}
+
+/// A Prometheus counter fed cumulative totals (a store's or a worker's counts since it started): each
+/// reading adds what the total grew by since the last one.
+final class TotalCounter: Sendable {
+    private let counter: Metrics.Counter
+    private let last = Mutex<Int>(0)
+
+    init(_ label: String, factory: PrometheusMetricsFactory) {
+        counter = Metrics.Counter(label: label, factory: factory)
+    }
+
+    func record(total: Int) {
+        let grown = last.withLock { last in
+            defer { last = max(last, total) }
+            return total - last
+        }
+        if grown > 0 { counter.increment(by: grown) }
     }
 }

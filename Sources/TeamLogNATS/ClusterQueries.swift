@@ -2,10 +2,6 @@ public import NATS
 public import TeamLog
 public import TeamLogRuntime
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// Queries across the partitions of a NATS deployment (`teamlog unread USER --nats URL --partitions N`).
 ///
 /// - `unread` asks every partition (a user's conversations are spread over them) and merges: the
@@ -106,13 +102,9 @@ public struct ClusterQueries {
             let js = try connection.jetStream()
             // Read only: a deployment without the bucket yet (no partition ever started) gets none made.
             guard let kv = try js.existingKeyValue(PartitionLease.bucket),
-                let entry = try kv.get(PartitionLease.key(p)), let holder = PartitionLease.Holder(json: entry.value),
-                !holder.released
+                let (holder, writtenNs) = try PartitionLease.holding(kv, partition: p)
             else { return .success(nil) }
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            let nowNs = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-            return .success((holder, max(0, (nowNs - entry.createdNs) / 1_000_000)))
+            return .success((holder, max(0, Processor.wallClock() - writtenNs / 1_000_000)))
         } catch {
             return .failure(ClusterError("the lease bucket \(PartitionLease.bucket): \(error)"))
         }

@@ -1,5 +1,7 @@
 public import NATS
 import TeamLog
+import TeamLogRuntime
+import TeamLogStore
 import TeamLogThreads
 
 #if canImport(Glibc)
@@ -48,15 +50,16 @@ public final class PartitionLease: @unchecked Sendable {
         /// This process as a holder.
         static func thisProcess(ttlMs: Int) -> Holder {
             let pid = getpid()
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
             return Holder(
                 pid: pid, host: Self.hostName(), bootId: Self.firstLine("/proc/sys/kernel/random/boot_id") ?? "",
                 pidNamespace: Self.link("/proc/self/ns/pid") ?? "", processStart: Self.startTime(pid) ?? 0,
-                ttlMs: ttlMs, sinceMs: Int64(now.tv_sec) * 1_000 + Int64(now.tv_nsec) / 1_000_000)
+                ttlMs: ttlMs, sinceMs: Processor.wallClock())
         }
 
         public var description: String { "pid \(pid) on host \(host)" }
+
+        /// How long after its last renewal another process takes the lease over: its TTL and a fifth.
+        public var takeoverMs: Int { ttlMs + ttlMs / 5 }
 
         var json: [UInt8] {
             var w = JSONWriter()
@@ -101,12 +104,15 @@ public final class PartitionLease: @unchecked Sendable {
                 && processStart == other.processStart
         }
 
+        /// Whether both name processes of one machine, whose pids mean the same: host, boot and pid namespace.
+        func isOnSameMachine(as other: Holder) -> Bool {
+            host == other.host && bootId == other.bootId && pidNamespace == other.pidNamespace
+        }
+
         /// Whether it names a process of this machine (host, boot, pid namespace) that no longer runs.
         var isGoneFromThisMachine: Bool {
             let me = Holder.thisProcess(ttlMs: ttlMs)
-            guard !bootId.isEmpty, !pidNamespace.isEmpty, host == me.host, bootId == me.bootId,
-                pidNamespace == me.pidNamespace
-            else { return false }
+            guard !bootId.isEmpty, !pidNamespace.isEmpty, isOnSameMachine(as: me) else { return false }
             if pid == me.pid { return processStart != me.processStart }
             guard let started = Self.startTime(pid) else { return true }  // no such process
             return started != processStart
@@ -197,11 +203,17 @@ public final class PartitionLease: @unchecked Sendable {
         key = Self.key(partition)
     }
 
+    /// The holder the bucket names now and when its record was last written (the server's clock, ns since
+    /// the epoch); nil: nobody, or released.
+    public static func holding(_ kv: KeyValue, partition: Int) throws -> (holder: Holder, writtenNs: Int64)? {
+        guard let entry = try kv.get(key(partition)), let holder = Holder(json: entry.value), !holder.released
+        else { return nil }
+        return (holder, entry.createdNs)
+    }
+
     /// The holder the bucket names now (nil: nobody, or released).
     public static func holder(in kv: KeyValue, partition: Int) throws -> Holder? {
-        guard let entry = try kv.get(key(partition)) else { return nil }
-        let holder = Holder(json: entry.value)
-        return holder?.released == true ? nil : holder
+        try holding(kv, partition: partition)?.holder
     }
 
     /// Whether this process may fetch now: it holds the lease and its last renewal is recent enough.
@@ -230,12 +242,12 @@ public final class PartitionLease: @unchecked Sendable {
                 if let revision = try kv.update(key, me.json, last: entry.revision) { return took(revision, sent: sent) }
                 continue
             }
-            if let holder, holder.host == me.host, holder.bootId == me.bootId, holder.pidNamespace == me.pidNamespace {
+            if let holder, holder.isOnSameMachine(as: me) {
                 throw Refusal.held(by: holder)  // a process of this machine that runs
             }
-            let ttl = holder?.ttlMs ?? ttlMs
+            let takeover = holder?.takeoverMs ?? (ttlMs + ttlMs / 5)
             if let watched, watched.revision != entry.revision { throw Refusal.held(by: holder) }  // it renewed
-            if let watched, sent - watched.sinceMs > Int64(ttl + ttl / 5) {
+            if let watched, sent - watched.sinceMs > Int64(takeover) {
                 // No renewal for longer than its TTL: its holder cannot be fetching any more.
                 if let revision = try kv.update(key, me.json, last: entry.revision) { return took(revision, sent: sent) }
                 continue
@@ -243,17 +255,23 @@ public final class PartitionLease: @unchecked Sendable {
             if watched == nil { watched = (entry.revision, sent) }
             if !said {
                 said = true
-                waiting(holder, ttl + ttl / 5)
+                waiting(holder, takeover)
             }
-            usleep(UInt32(min(200, max(20, ttl / 10))) * 1_000)
+            usleep(UInt32(min(200, max(20, takeover / 12))) * 1_000)
         }
     }
 
     private func took(_ revision: UInt64, sent: Int64) {
+        holds(revision, sent: sent)
+        monitor.locked { _epoch += 1 }
+    }
+
+    /// This process holds `revision`, written by a request sent at `sent` (monotonic ms): valid until a
+    /// fifth of the TTL before it could be taken over.
+    private func holds(_ revision: UInt64, sent: Int64) {
         monitor.locked {
             self.revision = revision
             validUntilMs = sent + Int64(ttlMs - ttlMs / 5)
-            _epoch += 1
         }
     }
 
@@ -263,10 +281,7 @@ public final class PartitionLease: @unchecked Sendable {
         let sent = MonotonicClock.milliseconds()
         do {
             if let next = try kv.update(key, me.json, last: last) {
-                monitor.locked {
-                    revision = next
-                    validUntilMs = sent + Int64(ttlMs - ttlMs / 5)
-                }
+                holds(next, sent: sent)
                 return .renewed
             }
             guard let entry = try kv.get(key) else {
@@ -296,11 +311,5 @@ public final class PartitionLease: @unchecked Sendable {
         record.released = true
         _ = try? kv.update(key, record.json, last: last)
         monitor.locked { revision = nil }
-    }
-}
-
-extension String {
-    fileprivate var trimmingWhitespace: String {
-        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

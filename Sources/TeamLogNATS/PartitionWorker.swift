@@ -111,8 +111,6 @@ public final class PartitionWorker: @unchecked Sendable {
     private var inFlight = 0
     /// Bytes of the encoded records of `completed` and of the batch being published.
     private var inFlightBytes = 0
-    /// Whether the last renewal failed (said once per run of failures).
-    private var leaseTrouble = false
     /// Messages the consumer still had for this partition after the last fetch (`nil`: none fetched yet).
     private var lastPending: UInt64?
     private var stopping = false
@@ -203,10 +201,7 @@ public final class PartitionWorker: @unchecked Sendable {
                             + "stops) or lapse")
                 })
             } catch PartitionLease.Refusal.held(let holder) {
-                throw ClusterError(
-                    "partition \(p) of \(options.partitions) is already served by another process"
-                        + (holder.map { " (\($0), which holds its lease)" } ?? "")
-                        + ": one process per partition — stop it first (this one changed nothing)", permanent: true)
+                throw alreadyServed(holder.map { " (\($0), which holds its lease)" } ?? "")
             } catch PartitionLease.Refusal.stopped {
                 throw ClusterError(
                     "partition \(p): stopped while waiting for its lease (this one changed nothing)", permanent: true)
@@ -221,6 +216,7 @@ public final class PartitionWorker: @unchecked Sendable {
     private func leaseLoop() {
         guard let lease else { return }
         var next = MonotonicClock.milliseconds() + Int64(lease.ttlMs / 3)
+        var trouble = false  // the last renewal failed (said once per run of failures)
         while true {
             let stop: Bool = monitor.locked {
                 _ = monitor.wait(
@@ -233,8 +229,8 @@ public final class PartitionWorker: @unchecked Sendable {
             switch renewal {
             case .renewed, .retaken:
                 next = MonotonicClock.milliseconds() + Int64(lease.ttlMs / 3)
-                if monitor.locked({ leaseTrouble }) {
-                    monitor.locked { leaseTrouble = false }
+                if trouble {
+                    trouble = false
                     options.onNotice?("partition \(options.partition): its lease is renewed again; fetching goes on")
                 }
                 if renewal == .retaken {
@@ -244,8 +240,8 @@ public final class PartitionWorker: @unchecked Sendable {
                 }
             case .unreachable(let why):
                 next = MonotonicClock.milliseconds() + Int64(min(500, lease.ttlMs / 6))
-                if !monitor.locked({ leaseTrouble }) {
-                    monitor.locked { leaseTrouble = true }
+                if !trouble {
+                    trouble = true
                     options.onNotice?(
                         "partition \(options.partition): could not renew its lease (\(why)); it fetches nothing once the "
                             + "lease is no longer valid, until a renewal succeeds")
@@ -307,9 +303,14 @@ public final class PartitionWorker: @unchecked Sendable {
         let status = try? JSONParser.parse(answer.data)
         let pid = status?["writerPid"]?.intValue.map { " (its writer pid \($0))" } ?? ""
         let position = status?["sourcePosition"]?.intValue.map { ", at stream position \($0)" } ?? ""
-        throw ClusterError(
-            "partition \(options.partition) of \(options.partitions) is already served by another process\(pid)\(position): "
-                + "one process per partition — stop it first (this one changed nothing)")
+        throw alreadyServed(pid + position)
+    }
+
+    /// The refusal of a start whose partition another process serves (`detail`: what is known of it).
+    private func alreadyServed(_ detail: String) -> ClusterError {
+        ClusterError(
+            "partition \(options.partition) of \(options.partitions) is already served by another process\(detail): "
+                + "one process per partition — stop it first (this one changed nothing)", permanent: true)
     }
 
     /// (Re)creates the durable consumer so it delivers this partition's subject from `position` + 1, in
@@ -599,6 +600,10 @@ public final class PartitionWorker: @unchecked Sendable {
         }
     }
 
+    /// The largest message body this partition sends: the server's `max_payload`, less a margin for the
+    /// headers (a record's message id), which count toward it too.
+    private var payloadLimit: Int { connection.maxPayload - 512 }
+
     /// Where publishing a batch stands: every record before it is confirmed by the stream, so a publish
     /// tried again after a failure starts there (the stream's de-duplication window is ten minutes; a
     /// retry after a longer outage would otherwise store the confirmed ones again).
@@ -629,8 +634,7 @@ public final class PartitionWorker: @unchecked Sendable {
     private func publish(_ batch: [Done], from cursor: inout PublishCursor) throws {
         guard let js else { return }
         let p = options.partition
-        // Headers (the message id) count toward the limit too: a margin for them.
-        let limit = connection.maxPayload - 512
+        let limit = payloadLimit
         for done in batch[cursor.done...] {
             for entry in done.records.entries where entry.json.count > limit {
                 throw RecordTooLarge(
@@ -644,8 +648,12 @@ public final class PartitionWorker: @unchecked Sendable {
         // array; `PullSubscription.fetch` no longer uses it. The window stays: it bounds memory.)
         var unconfirmed = 0
         var unconfirmedBytes = 0
-        var skipped = 0
-        defer { if skipped > 0 { monitor.locked { _stats.alreadyDownstream += skipped } } }
+        var skipped = 0  // since the cursor: counted once the cursor moves past them (a retry sees them again)
+        func confirmed(through position: PublishCursor) {
+            cursor = position
+            if skipped > 0 { monitor.locked { _stats.alreadyDownstream += skipped } }
+            skipped = 0
+        }
         var next = cursor
         while next.done < batch.count {
             let done = batch[next.done]
@@ -667,17 +675,17 @@ public final class PartitionWorker: @unchecked Sendable {
                 unconfirmed += 1
                 unconfirmedBytes += entry.json.count
                 if unconfirmed >= Self.publishWindow || unconfirmedBytes >= Self.publishWindowBytes {
-                    unconfirmedBytes = 0
                     try js.waitForPublishes(timeoutMs: 10_000)
                     unconfirmed = 0
-                    cursor = next
+                    unconfirmedBytes = 0
+                    confirmed(through: next)
                 }
             }
             next.done += 1
             next.entry = 0
         }
         try js.waitForPublishes(timeoutMs: 10_000)
-        cursor = next
+        confirmed(through: next)
     }
 
     // MARK: - Queries
@@ -732,7 +740,7 @@ public final class PartitionWorker: @unchecked Sendable {
         var w = JSONWriter()
         w.write(reply)
         let size = w.bytes.count
-        if size > connection.maxPayload - 512 {
+        if size > payloadLimit {
             // Over what NATS carries (a large team's roster): said, rather than an answer that never arrives.
             w = JSONWriter()
             w.write(

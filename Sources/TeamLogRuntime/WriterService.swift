@@ -85,7 +85,6 @@ public final class WriterService: @unchecked Sendable {
         /// Who waits for the answer: a request (its records, as values) or a stream input (its outbox
         /// entry, encoded: it was written in the commit).
         enum Reply {
-            case records(@Sendable (Result<[Record], Failure>) -> Void)
             case answer(@Sendable (Result<Answer, Failure>) -> Void)
             case outbox(@Sendable (Result<[UInt8], Failure>) -> Void)
         }
@@ -100,7 +99,6 @@ public final class WriterService: @unchecked Sendable {
 
         func fail(_ failure: Failure) {
             switch reply {
-            case .records(let done): done(.failure(failure))
             case .answer(let done): done(.failure(failure))
             case .outbox(let done): done(.failure(failure))
             }
@@ -183,22 +181,16 @@ public final class WriterService: @unchecked Sendable {
     public func submit(
         _ lines: [ParsedLine], emit: Processor.Emit, done: @escaping @Sendable (Result<[Record], Failure>) -> Void
     ) {
-        let refused: Failure? = monitor.locked {
-            if let failure = refusal { return failure }
-            queue.append(Submission(lines: lines, emit: emit, reply: .records(done)))
-            monitor.broadcast()
-            return nil
-        }
-        if let refused { done(.failure(refused)) }
+        submit(lines, emit: emit, maxOutputBytes: nil) { done($0.map(\.records)) }
     }
 
     /// As `submit(_:emit:done:)`, with the output records the answer keeps capped at `maxOutputBytes`
-    /// (`emit: .all` only): a request's outputs grow with its teams' sizes — one send to a 200,000-member
-    /// team is an 8 MB delivery — and wait in memory until the group is durable. Past the cap its events,
-    /// rejections and duplicates are still answered; the outputs left out are counted in the answer, from
-    /// the seq of the first event that had one left out (the record stream serves them).
+    /// (`emit: .all` only; nil: no cap): a request's outputs grow with its teams' sizes — one send to a
+    /// 200,000-member team is an 8 MB delivery — and wait in memory until the group is durable. Past the
+    /// cap its events, rejections and duplicates are still answered; the outputs left out are counted in
+    /// the answer, from the seq of the first event that had one left out (the record stream serves them).
     public func submit(
-        _ lines: [ParsedLine], emit: Processor.Emit, maxOutputBytes: Int,
+        _ lines: [ParsedLine], emit: Processor.Emit, maxOutputBytes: Int?,
         answer: @escaping @Sendable (Result<Answer, Failure>) -> Void
     ) {
         let refused: Failure? = monitor.locked {
@@ -515,7 +507,8 @@ public final class WriterService: @unchecked Sendable {
                 let cap = submission.maxOutputBytes
                 let fromSource = submission.source != nil
                 processor.observer = { record, seq in
-                    group.recordBytes += record.estimatedSize
+                    let size = record.estimatedSize
+                    group.recordBytes += size
                     if fromSource { outbox.append(record) }
                     switch record {
                     case .rejected(_, _, let code, _):
@@ -531,7 +524,6 @@ public final class WriterService: @unchecked Sendable {
                         if emit != .none { output.records.append(record) }
                     case .output:
                         if emit == .all {
-                            let size = record.estimatedSize
                             if let cap, output.omittedOutputs > 0 || output.outputBytes + size > cap {
                                 output.omittedOutputs += 1
                                 if output.omittedFromSeq == nil { output.omittedFromSeq = seq }
@@ -606,7 +598,6 @@ public final class WriterService: @unchecked Sendable {
         group.release()
         for (submission, output) in zip(group.batch, outputs) {
             switch submission.reply {
-            case .records(let done): done(.success(output.records))
             case .answer(let done):
                 done(
                     .success(

@@ -150,7 +150,8 @@ final class WriterLock {
 }
 
 extension String {
-    var trimmingWhitespace: String {
-        String(self.drop { $0 == " " || $0 == "\n" }.reversed().drop { $0 == " " || $0 == "\n" }.reversed())
+    /// The text without whitespace (spaces, tabs, newlines) at either end: a line read from a file.
+    public var trimmingWhitespace: String {
+        String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

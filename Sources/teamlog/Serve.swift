@@ -321,7 +321,7 @@ struct Serve: AsyncParsableCommand {
             bytes += buffer[..<n]
         }
         let text = String(decoding: bytes, as: UTF8.self)
-        return String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        return text.trimmingWhitespace
     }
 }
 

@@ -104,14 +104,14 @@ extension Status {
                 let lease: (json: JSONValue, text: String)
                 switch queries.leaseHolder(p) {
                 case .success(let (holder, ago)?):
-                    let takeover = holder.ttlMs + holder.ttlMs / 5
                     lease = (
                         .object([
                             ("pid", .int(Int64(holder.pid))), ("host", .string(holder.host)),
                             ("ttlMs", .int(Int64(holder.ttlMs))), ("renewedMsAgo", .int(ago)),
                         ]),
-                        "its lease is held by \(holder), last renewed \(Self.duration(ms: ago)) ago (another process "
-                            + "takes it over \(Self.duration(ms: Int64(takeover))) after the last renewal)")
+                        "its lease is held by \(holder), last renewed \(Progress.duration(Double(ago) / 1_000)) ago "
+                            + "(another process takes it over \(Progress.duration(Double(holder.takeoverMs) / 1_000)) "
+                            + "after the last renewal)")
                 case .success(nil): lease = (.null, "no process holds its lease (stopped cleanly, or never started)")
                 case .failure(let why): lease = (.string("\(why)"), "its lease unknown: \(why)")
                 }
@@ -127,11 +127,3 @@ extension Status {
 
 private func TeamLogNATS_text(_ v: JSONValue?) -> String { TeamTable.text(v) }
 
-extension Status {
-    /// `850 ms`, `3.6 s`, `4 min 10 s`.
-    static func duration(ms: Int64) -> String {
-        if ms < 1_000 { return "\(ms) ms" }
-        if ms < 60_000 { return ms % 1_000 == 0 ? "\(ms / 1_000) s" : String(format: "%.1f s", Double(ms) / 1_000) }
-        return "\(ms / 60_000) min \(ms % 60_000 / 1_000) s"
-    }
-}
