@@ -288,8 +288,11 @@ public enum OpenAPIDocument {
             post:
               summary: Submit operations; answers their records once durable.
               description: |
-                Body: JSON Lines of ops (`application/x-ndjson`; a single JSON object is one line). Each line is
-                decided in order; a malformed line is a `rejected` record, not an HTTP error. Requests that arrive
+                Body: JSON Lines of ops (`application/x-ndjson`), or one op as `application/json` (written over any
+                number of lines: a body of that type that is one JSON object is one op). At most the server's
+                `--max-lines` lines (100,000; more is 413 `tooManyLines`, nothing decided). Each line is
+                decided in order; a malformed line is a `rejected` record, not an HTTP error. A `Transfer-Encoding`
+                other than `chunked` is 501 `notImplemented`. Requests that arrive
                 together share one group commit (one fsync). `line` numbers are relative to this body. The records
                 are sent only after the batch is durable. A partition of a NATS deployment (`serve --nats`) takes
                 its ops from its stream only and answers 409 `partitioned` (docs/nats.md).
@@ -334,6 +337,7 @@ public enum OpenAPIDocument {
                 "413": { $ref: "#/components/responses/Error" }
                 "415": { $ref: "#/components/responses/Error" }
                 "500": { $ref: "#/components/responses/Error" }
+                "501": { $ref: "#/components/responses/Error" }
                 "503": { $ref: "#/components/responses/Error" }
           /v1/teams/{team}:
             get:

@@ -11,6 +11,11 @@ public struct ServerConfiguration: Sendable {
     public var protectReads = false
     /// Largest request body accepted (bytes); a larger one is answered 413.
     public var bodyLimit = 16 << 20
+    /// Most lines a `POST /v1/ops` body may hold (`--max-lines`); more is answered 413 `tooManyLines`
+    /// before anything is decided. What a request holds grows with its lines, not its bytes — each line is
+    /// parsed and answered (a rejection record at least) before the answer is sent: a trial's 16 MB body of
+    /// eight million one-byte lines held 2.68 GB (4.5 GB answering `emit=all`).
+    public var maxLines = 100_000
     /// Bytes of output records (`Record.estimatedSize`) a `POST /v1/ops` answer keeps (`--max-response-mb`):
     /// outputs grow with the teams' sizes, not the body's (1,000 sends to a 20,000-member team answered 360
     /// MB, held in memory until sent). Past it the answer keeps every event, rejection and duplicate record,

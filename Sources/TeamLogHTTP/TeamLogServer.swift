@@ -107,8 +107,10 @@ public final class TeamLogServer: Service, Sendable {
                 do { answer = try await respond(route, request, context) } catch let error as APIError {
                     answer = error.response()  // its status and headers; the body goes below
                 }
+                // The GET's Content-Length (RFC 9110 §8.6: a HEAD's may only be the GET's; an empty body
+                // left Hummingbird to say 0: a trial). Every HEAD route's GET body has a known length.
                 var headers = answer.headers
-                headers[.contentLength] = nil  // what the GET's body would have been is not worked out again
+                headers[.contentLength] = answer.body.contentLength.map(String.init)
                 return Response(status: answer.status, headers: headers)
             }
         }
@@ -206,6 +208,16 @@ public final class TeamLogServer: Service, Sendable {
                 .unsupportedMediaType, "unsupportedMediaType",
                 "Content-Encoding \(encoding) is not accepted: send the JSON Lines uncompressed")
         }
+        // A transfer coding but chunked (`gzip, chunked`): the framing is undone, the coding is not — the
+        // parser decided the still-encoded bytes as lines (a trial: `badJSON`, or a plain chunk's op committed).
+        let codings = request.headers[values: .transferEncoding].flatMap { $0.split(separator: ",") }
+            .map { String($0).trimmingWhitespace.lowercased() }.filter { !$0.isEmpty }
+        if let other = codings.first(where: { $0 != "chunked" }) {
+            throw APIError(
+                .notImplemented, "notImplemented",
+                "Transfer-Encoding \(other) is not implemented: send the JSON Lines uncompressed (chunked or with a "
+                    + "Content-Length)")
+        }
         if let type = request.headers[.contentType], type.lowercased().hasPrefix("multipart/") {
             throw APIError(
                 .unsupportedMediaType, "unsupportedMediaType",
@@ -230,7 +242,18 @@ public final class TeamLogServer: Service, Sendable {
             // was queued, so nothing is decided; the client's error, not the server's.
             throw APIError(.badRequest, "badRequest", "the request body could not be read: \(error)")
         }
-        let lines = ParsedLine.parseAll(Array(body.readableBytesView))
+        var bytes = Array(body.readableBytesView)
+        if let type = request.headers[.contentType], type.lowercased().hasPrefix("application/json") {
+            Self.joinSingleObject(&bytes)
+        }
+        let lineCount = Self.lineCount(bytes)
+        if lineCount > configuration.maxLines {
+            throw APIError(
+                .contentTooLarge, "tooManyLines",
+                "the body holds \(lineCount) lines, over the \(configuration.maxLines)-line limit (--max-lines): nothing "
+                    + "was decided; send them in smaller bodies")
+        }
+        let lines = ParsedLine.parseAll(bytes)
         let writer = self.writer
         let answer: WriterService.Answer = try await withCheckedThrowingContinuation { continuation in
             writer.submit(lines, emit: emit, maxOutputBytes: configuration.maxResponseBytes) { result in
@@ -247,6 +270,24 @@ public final class TeamLogServer: Service, Sendable {
         return Response(
             status: .ok, headers: headers,
             body: .init(byteBuffer: ByteBuffer(bytes: WriterService.encode(answer.records))))
+    }
+
+    /// An `application/json` body that is one JSON object written over several lines (pretty-printed, as
+    /// the OpenAPI document's `application/json: Op` allows) made one line: its line breaks are whitespace
+    /// between tokens (JSON has none inside a string), so they become spaces. Before, each of its lines was
+    /// a `badJSON` rejection. A body that is not one object (JSON Lines sent as `application/json`, which
+    /// clients do) is left as it is.
+    static func joinSingleObject(_ bytes: inout [UInt8]) {
+        guard bytes.contains(0x0A), case .object? = try? JSONParser.parse(bytes) else { return }
+        for i in bytes.indices where bytes[i] == 0x0A || bytes[i] == 0x0D { bytes[i] = 0x20 }
+    }
+
+    /// The lines of a body: its newlines, and one more for a last line without one.
+    static func lineCount(_ bytes: [UInt8]) -> Int {
+        var count = 0
+        for byte in bytes where byte == 0x0A { count += 1 }
+        if let last = bytes.last, last != 0x0A { count += 1 }
+        return count
     }
 
     /// Output records a `POST /v1/ops` answer left out past `--max-response-mb`, and the seq from which

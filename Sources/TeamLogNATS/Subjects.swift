@@ -125,7 +125,7 @@ public struct Partitioning: Sendable, Equatable, CustomStringConvertible {
         throw ClusterError(
             "the deployment on \(TeamLogSubjects.opsStream) has \(partitions) partitions, not \(given): give "
                 + "--partitions \(partitions) (changing the count moves keys: a re-partitioning is a new "
-                + "deployment fed from `teamlog log`, docs/nats.md)", permanent: true)
+                + "deployment fed from the partitions' logs: `teamlog merge-logs`, docs/nats.md)", permanent: true)
     }
 
     public var description: String {

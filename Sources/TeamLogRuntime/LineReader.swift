@@ -53,11 +53,28 @@ public struct LineReader {
     /// (and the dropped head of an over-long line being skipped). For progress; costs nothing per line.
     public var bytesConsumed: Int { bytesRead - (end - start) }
 
+    /// A followed file that changed under the reader: truncated (`logrotate`'s `copytruncate`), or its
+    /// path now naming another file (renamed or removed away: rotated). Thrown at the end of what was
+    /// read, so every line before it has been handed out.
+    public struct InputChanged: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// The followed file's path (`follow` on a regular file), looked at while waiting for it to grow.
+    private let path: String?
+    /// When the path was last compared with the file being read (monotonic ms).
+    private var pathCheckedMs: Int64 = 0
+
     /// Reads from `fd`; lines longer than `limit` bytes are reported as `tooLong`.
     /// `linesBefore`: the lines of the input before where `fd` is read from (a resumed ingest), so line
-    /// numbers go on from there.
-    public init(fd: Int32, limit: Int = 1 << 20, chunk: Int = 1 << 16, follow: Bool = false, linesBefore: Int = 0) {
+    /// numbers go on from there. `path`: the file `fd` reads, when following it — a truncation or a
+    /// replacement of it then ends the input with `InputChanged` instead of going unnoticed.
+    public init(
+        fd: Int32, limit: Int = 1 << 20, chunk: Int = 1 << 16, follow: Bool = false, linesBefore: Int = 0,
+        path: String? = nil
+    ) {
         self.fd = fd
+        self.path = path
         self.lineNumber = linesBefore
         self.limit = limit
         self.follow = follow
@@ -137,6 +154,36 @@ public struct LineReader {
         return .text(number: lineNumber, bytes: Array(buffer[start..<(lineEnd - (cr ? 1 : 0))]))
     }
 
+    /// Following a regular file at its end: throws `InputChanged` when it is now shorter than what was
+    /// read — lines written to it from now on would be read from the old offset, in the middle of other
+    /// lines, and those before it never (a trial: `copytruncate` while following lost 985 of 2,000 lines
+    /// without a word) — or, looked at every 500 ms, when `path` names another file or none.
+    private mutating func checkFollowedFile() throws {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return }
+        let offset = Int(lseek(fd, 0, SEEK_CUR))
+        if offset > Int(st.st_size) {
+            throw InputChanged(
+                description: "\(path ?? "the input") was truncated (it holds \(st.st_size) bytes; \(offset) had been read): "
+                    + "what is written to it now would be read from the wrong place, so the run stops here — every line "
+                    + "read before is answered and committed. Follow the new content with `teamlog ingest FILE --follow` "
+                    + "(not --resume: it is another input; lines sent again with an opId are answered duplicate), and "
+                    + "rotate by renaming rather than by copytruncate")
+        }
+        guard let path else { return }
+        let now = MonotonicClock.milliseconds()
+        guard now - pathCheckedMs >= 500 else { return }
+        pathCheckedMs = now
+        var named = stat()
+        let gone = stat(path, &named) != 0
+        if gone || named.st_ino != st.st_ino || named.st_dev != st.st_dev {
+            throw InputChanged(
+                description: "\(path) \(gone ? "was removed" : "now names another file") (rotated): every line of the "
+                    + "file being followed was read, answered and committed. Follow the new file with `teamlog ingest "
+                    + "\(path) --follow` (not --resume: it is another input)")
+        }
+    }
+
     /// Reads more input: the byte count, 0 at the end of input (sets `eof` unless following a regular
     /// file), -1 when interrupted.
     private mutating func fill() throws -> Int {
@@ -154,7 +201,7 @@ public struct LineReader {
             return n
         }
         if n == 0 {
-            if !(follow && isRegularFile) { eof = true }
+            if !(follow && isRegularFile) { eof = true } else { try checkFollowedFile() }
             return 0
         }
         if errno == EINTR { return -1 }

@@ -287,6 +287,11 @@ public final class Processor {
                     break loop
                 }
             }
+        } catch let error as LineReader.InputChanged {
+            // The input ended where the file changed: what was read of it is answered and committed.
+            pipeline.finish()
+            try commit()
+            throw error
         } catch {
             pipeline.finish()
             try? finishInFlight()  // what was committed before the failure is still printed

@@ -493,11 +493,11 @@ public final class Store {
         #if DEBUG
             // Debug builds check that the op changed nothing outside its footprint: the changes of the
             // batch so far are set aside, so `dirty` holds this op's alone.
-            let earlier = world.setAsideChanges()
+            var earlier = world.setAsideChanges()
             defer {
                 let problems = footprintViolations(of: world.changes, seq: world.lastSeq)
                 assert(problems.isEmpty, "\(problems.prefix(5))")
-                world.restoreChanges(earlier)
+                world.restoreChanges(&earlier)
             }
         #endif
         // In place (`inPlace`): `world.decide` on the stored property copied the whole state for the call.

@@ -123,13 +123,17 @@ struct Ingest: ParsableCommand {
             progress.clear()
             printErr("teamlog: the projections' checkpoint succeeded again, at seq \(seq)")
         }
-        var reader = LineReader(fd: fd, follow: follow, linesBefore: linesBefore)
+        var reader = LineReader(
+            fd: fd, follow: follow, linesBefore: linesBefore, path: follow && file != "-" ? file : nil)
         let start = monotonicSeconds()
         StopSignal.install()
         var complete = true
+        var inputChanged: LineReader.InputChanged?
         do {
             if follow {
-                try processor.follow(reader, flushMs: max(0, flushMs)) { StopSignal.requested }
+                do { try processor.follow(reader, flushMs: max(0, flushMs)) { StopSignal.requested } } catch
+                    let error as LineReader.InputChanged
+                { inputChanged = error }
             } else {
                 complete = try processor.run(&reader) {
                     guard StopSignal.requested else { return false }
@@ -174,6 +178,10 @@ struct Ingest: ParsableCommand {
                 "teamlog: \(StopSignal.name): stopped after line \(s.lastLine), every line through it answered and "
                     + "committed; \(resume)")
             Interrupts.endBySignal(StopSignal.signal)
+        }
+        if let inputChanged {
+            printErr("teamlog: \(inputChanged)")
+            throw ExitCode(2)
         }
     }
 }

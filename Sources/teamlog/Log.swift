@@ -24,6 +24,7 @@ struct Log: ParsableCommand {
         if from > 0 { try validateSeq(from, "--from") }  // 0: from the start, as 1
         if let to { try validateSeq(to, "--to") }
         if let to, to < from { throw ValidationError("--to \(to) is before --from \(from)") }
+        if let team { try validateIdArgument(team, "--team") }
     }
 
     func run() throws {

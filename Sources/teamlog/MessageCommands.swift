@@ -12,6 +12,8 @@ struct Unread: ParsableCommand {
     @Argument(help: "The user id.")
     var user: String
 
+    func validate() throws { try validateIdArgument(user, "the user id") }
+
     func run() throws {
         let view = try query.answer(.unread, user) { try $0.unreadView(Id(user)) }
         if query.json { return try printOut(view.jsonString) }
@@ -40,6 +42,8 @@ struct Receipts: ParsableCommand {
     @Argument(help: "The message id.")
     var messageId: String
 
+    func validate() throws { try validateIdArgument(messageId, "the message id") }
+
     func run() throws {
         let view = try query.answer(.receipts, messageId) { try $0.receiptsView(Id(messageId)) }
         if query.json { return try printOut(view.jsonString) }
@@ -65,6 +69,8 @@ struct Message: ParsableCommand {
     @Argument(help: "The message id.")
     var messageId: String
 
+    func validate() throws { try validateIdArgument(messageId, "the message id") }
+
     func run() throws {
         try printOut(try query.answer(.message, messageId) { try $0.messageView(Id(messageId)) }.jsonString)
     }
@@ -78,6 +84,8 @@ struct Channel: ParsableCommand {
 
     @Argument(help: "The channel id.")
     var channel: String
+
+    func validate() throws { try validateIdArgument(channel, "the channel id") }
 
     func run() throws {
         let view = try query.answer(.channel, channel) { try $0.channelView(Id(channel)) }

@@ -40,6 +40,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Largest request body in bytes (larger: 413).")
     var bodyLimit: Int = ServerConfiguration().bodyLimit
 
+    @Option(help: "Most lines a POST /v1/ops body may hold (more: 413 tooManyLines, nothing decided).")
+    var maxLines: Int = ServerConfiguration().maxLines
+
     @Option(
         help: "MiB of output records a POST /v1/ops answer keeps with emit=all; past it only event, rejection and duplicate records (headers Teamlog-Outputs-Omitted, Teamlog-Outputs-Omitted-From-Seq: read them from GET /v1/records).")
     var maxResponseMb: Int = ServerConfiguration().maxResponseBytes >> 20
@@ -105,9 +108,9 @@ struct Serve: AsyncParsableCommand {
     /// Checked before `run` (so a wrong value is answered with this command's usage, not the root's).
     func validate() throws {
         _ = try Self.parseListen(listen)
-        guard bodyLimit > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0, maxResponseMb > 0 else {
+        guard bodyLimit > 0, maxLines > 0, streamWindow > 0, streamWindowMb > 0, batchSize > 0, maxResponseMb > 0 else {
             throw ValidationError(
-                "--body-limit, --stream-window, --stream-window-mb, --batch-size and --max-response-mb must be positive")
+                "--body-limit, --max-lines, --stream-window, --stream-window-mb, --batch-size and --max-response-mb must be positive")
         }
         guard atReplays >= 0 else { throw ValidationError("--at-replays must be 0 or more") }
         guard idleTimeoutS >= 0, idleTimeoutS.isFinite else { throw ValidationError("--idle-timeout-s must be 0 or more") }
@@ -134,6 +137,7 @@ struct Serve: AsyncParsableCommand {
         (config.host, config.port) = try Self.parseListen(listen)
         config.protectReads = protectReads
         config.bodyLimit = bodyLimit
+        config.maxLines = maxLines
         config.maxResponseBytes = maxResponseMb << 20
         config.atReplays = atReplays
         config.streamCatchUp = streamCatchUp

@@ -12,6 +12,8 @@ struct Team: ParsableCommand {
     @Argument(help: "The team id.")
     var team: String
 
+    func validate() throws { try validateIdArgument(team, "the team id") }
+
     func run() throws {
         let view = try query.answer(.team, team) { try $0.teamView(Id(team)) }
         if query.json {

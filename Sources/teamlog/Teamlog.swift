@@ -4,6 +4,12 @@ import TeamLogRuntime
 import TeamLogStore
 import TeamLogThreads
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The `teamlog` command: parsing and printing only; the work is in `TeamLogStore` and `TeamLog`.
 @main
 struct Teamlog: AsyncParsableCommand {
@@ -13,7 +19,7 @@ struct Teamlog: AsyncParsableCommand {
         subcommands: [
             Ingest.self, Team.self, Unread.self, Receipts.self, Message.self, Channel.self, Log.self, Records.self,
             Audit.self,
-            Repair.self, Info.self, Status.self, Backup.self, Compact.self, Demo.self, Serve.self, Route.self,
+            Repair.self, Info.self, Status.self, Backup.self, Compact.self, Demo.self, Serve.self, Route.self, MergeLogs.self,
             DebugHoldReader.self,
         ]
     )
@@ -126,6 +132,35 @@ struct QueryOptions: ParsableArguments {
         }
         return view
     }
+}
+
+/// An id on the command line, checked as a line naming it would be (SPEC: non-empty UTF-8 of at most 128
+/// bytes, no control characters; `serve` answers 400 `badId`): a usage error, exit 64. Before, an
+/// argument that is not UTF-8 was answered as another id (Swift repairs such bytes to U+FFFD: `team $'\xff'`
+/// printed team "\u{FFFD}"), an empty one as an LMDB error, a control byte printed raw in "no team …".
+func validateIdArgument(_ value: String, _ what: String) throws {
+    guard argumentIsValidUTF8(value) else {
+        throw ValidationError("\(what) is not valid UTF-8 (badId): an id is its UTF-8 bytes")
+    }
+    if let problem = Ids.problem(value) { throw ValidationError("\(what) \(problem) (badId)") }
+}
+
+/// Whether the command-line argument Swift decoded to `value` was valid UTF-8 — Swift decodes `argv`
+/// repairing invalid bytes to U+FFFD, so only an argument holding U+FFFD is looked up in the raw `argv`
+/// (whole, or after the `=` of `--option=value`).
+func argumentIsValidUTF8(_ value: String) -> Bool {
+    guard value.unicodeScalars.contains("\u{FFFD}") else { return true }
+    for i in 0..<Int(CommandLine.argc) {
+        guard let raw = CommandLine.unsafeArgv[i] else { continue }
+        let bytes = Array(UnsafeRawBufferPointer(start: raw, count: strlen(raw)))
+        var candidates = [bytes[...]]
+        if let equals = bytes.firstIndex(of: 0x3D) { candidates.append(bytes[(equals + 1)...]) }
+        for candidate in candidates
+        where String(validating: candidate, as: UTF8.self) == nil && String(decoding: candidate, as: UTF8.self) == value {
+            return false
+        }
+    }
+    return true
 }
 
 /// A seq on the command line is one a log can hold and `serve` takes: 1 … 2^63 - 1 (larger ones trapped

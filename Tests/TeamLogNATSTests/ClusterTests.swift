@@ -114,6 +114,56 @@ struct ClusterTests {
         try verify(harness, lines, connection)  // each record on the output stream once
     }
 
+    /// Changing the partition count (docs/nats.md, *Changing the partition count*): each partition's log
+    /// exported (`teamlog log`), merged (`teamlog merge-logs`) and routed to a new deployment of 3 partitions
+    /// on another NATS server — every op accepted again, and every answer that of one store that ingested
+    /// the original input.
+    @Test func aDeploymentMovedToAnotherPartitionCountAnswersLikeOneStore() throws {
+        let old = try ClusterHarness(partitions: 2)
+        let oldConnection = try old.connect()
+        defer { oldConnection.close() }
+        let lines = ClusterHarness.workload(count: Self.workloadSize, seed: 29)
+        try old.startAll()
+        try old.route(lines, connection: oldConnection)
+        try old.waitUntilCaughtUp(oldConnection)
+        for status in try old.stopAll() { #expect(status == .exited(0)) }
+        var exports: [String] = []
+        var events = 0
+        for p in 0..<2 {
+            let log = try ChildProcess(TestSupport.teamlogExecutable, ["log", "--store", old.storePath(p)])
+            let exported = try log.readToEnd(timeout: 60)
+            #expect(log.wait() == .exited(0))
+            events += exported.count
+            exports.append(old.directory.child("log\(p).jsonl"))
+            try writeBytes(exports[p], Array(exported.map { $0 + "\n" }.joined().utf8))
+        }
+        let summary = old.directory.child("merge.err")
+        let merge = try ChildProcess(TestSupport.teamlogExecutable, ["merge-logs"] + exports, stderr: summary)
+        let merged = try merge.readToEnd(timeout: 60)
+        #expect(merge.wait() == .exited(0))
+        // Each op every partition got is in both logs (a tick without an opId is a partition's own members
+        // sync: in one log only, merged as a keyed op).
+        let log0 = String(decoding: try readBytes(exports[0]), as: UTF8.self).split(separator: "\n")
+        let broadcasts = log0.filter {
+            $0.contains(#""op":"client.log"#) || ($0.contains(#""op":"clock.tick""#) && $0.contains(#""opId""#))
+        }.count
+        #expect(broadcasts > 0, "the workload has ops every partition gets")
+        #expect(merged.count == events - broadcasts, "each broadcast op once")
+        let said = String(decoding: try readBytes(summary), as: UTF8.self)
+        #expect(said.contains("into \(merged.count): \(broadcasts) ops every partition had"), "\(said)")
+
+        let new = try ClusterHarness(partitions: 3)
+        let connection = try new.connect()
+        defer { connection.close() }
+        try new.startAll()
+        try new.route(merged, connection: connection)
+        try new.waitUntilCaughtUp(connection)
+        let records = try new.publishedRecords(connection).flatMap { $0 }
+        let refused = records.filter { $0.json.hasPrefix(#"{"kind":"rejected""#) || $0.json.hasPrefix(#"{"kind":"duplicate""#) }
+        #expect(refused.isEmpty, "every op accepted again: \(refused.prefix(3).map(\.json))")
+        try verify(new, lines, connection)
+    }
+
     /// A second process for a partition that one already serves (another store, the same `--partition`)
     /// refuses to start before touching the durable consumer; the first goes on undisturbed. Before, the two
     /// took turns answering queries and the second stalled while its status said caught up.

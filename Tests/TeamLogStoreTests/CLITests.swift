@@ -62,6 +62,12 @@ import Testing
         (["log", "--to", "18446744073709551615"], "--to must be a seq", "teamlog log"),
         (["unread", "u1", "--at", "9223372036854775808"], "--at must be a seq", "teamlog unread"),
         (["team", "t", "--at", "0"], "--at must be a seq", "teamlog team"),
+        // Ids checked as a line naming them would be (serve: 400 badId). An empty one was an LMDB error
+        // (MDB_BAD_VALSIZE), a control byte was printed raw in "no team …", `unread` answered all three.
+        (["team", ""], "the team id is empty (badId)", "teamlog team"),
+        (["unread", "a\u{01}"], "the user id contains a control character (badId)", "teamlog unread"),
+        (["channel", String(repeating: "c", count: 129)], "the channel id is 129 bytes, longer than 128", "teamlog channel"),
+        (["log", "--team", ""], "--team is empty (badId)", "teamlog log"),
     ])
     func aWrongOptionValueIsAUsageErrorOfItsCommand(arguments: [String], message: String, usage: String) throws {
         let directory = TemporaryDirectory("usage")
@@ -73,6 +79,29 @@ import Testing
         #expect(err.contains(message), "\(err)")
         #expect(err.contains("Usage: \(usage)"), "\(err)")
         #expect(access(store, F_OK) != 0, "nothing created")
+    }
+
+    /// An id argument whose bytes are not UTF-8 is no id: Swift decodes `argv` repairing them to U+FFFD, and
+    /// `team $'\\xff'` answered the team named "\u{FFFD}" (a trial); now a usage error, as `serve` answers
+    /// 400 `badId`. The same id written as U+FFFD itself is still that team.
+    @Test func anIdArgumentThatIsNotUTF8IsRefused() throws {
+        let directory = TemporaryDirectory("bad-utf8")
+        let store = directory.child("store")
+        let line = #"{"op":"team.create","actor":"a","team":"\ufffd","name":"R"}"#
+        let ops = directory.child("ops.jsonl")
+        try CrashSafetyTests.writeFile(ops, Array((line + "\n").utf8))
+        let (made, _) = try ChildProcess.run(Self.exe, ["ingest", ops, "--store", store], timeout: 60)
+        #expect(made == .exited(0))
+        for (command, what) in [("team", "the team id"), ("unread", "the user id"), ("log --team", "--team")] {
+            let run = try ChildProcess.run(
+                "/bin/sh", ["-c", "exec \"$0\" \(command) \"$(printf 'z\\377')\" --store \"$1\"", Self.exe, store],
+                stderr: directory.child("err"), timeout: 60)
+            let err = readTextFile(directory.child("err"))
+            #expect(run.status == .exited(64) && run.lines.isEmpty, "\(command): \(run.lines) \(err)")
+            #expect(err.contains("\(what) is not valid UTF-8 (badId)"), "\(err)")
+        }
+        let named = try json(["team", "\u{FFFD}", "--store", store, "--json"])
+        #expect(named["name"]?.stringValue == "R")
     }
 
     /// `--store` naming a file: every command says it is a file, not a store, and leaves it as it was (the

@@ -15,8 +15,8 @@
 /// A key is hashed over its bytes (an id is its UTF-8 bytes) by the deployment's `PartitionScheme` and
 /// reduced modulo the partition count: stable across processes, machines and releases, so a router
 /// restarted with the same count sends every key where it went before. Changing the count or the scheme
-/// moves keys: a re-partitioning is a new deployment fed from the log (`teamlog log`), not a live
-/// operation.
+/// moves keys: a re-partitioning is a new deployment fed from the partitions' logs (`teamlog log` of each,
+/// merged by `teamlog merge-logs`), not a live operation.
 public enum PartitionKey: Sendable, Equatable {
     /// Owned by one key's partition.
     case key([UInt8])

@@ -68,11 +68,13 @@ public struct World: Sendable {
         return earlier
     }
 
-    /// Puts back changes set aside before the ones recorded since.
-    public mutating func restoreChanges(_ earlier: ChangeSet) {
-        var all = earlier
-        all.append(changes)
-        changes = all
+    /// Puts back changes set aside before the ones recorded since, appending the later ones to `earlier`
+    /// in place (it is left empty): a copy of the set-aside changes for every op — a debug build's check
+    /// of each op's footprint — made a 60,000-op request quadratic (35 s in a debug build).
+    public mutating func restoreChanges(_ earlier: inout ChangeSet) {
+        earlier.append(changes)
+        swap(&changes, &earlier)
+        earlier = ChangeSet()
     }
 
     /// Read-only views of the derived indexes.
