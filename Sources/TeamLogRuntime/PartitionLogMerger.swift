@@ -45,6 +45,9 @@ public struct PartitionLogMerger {
         public var read: [Int]
         /// Broadcast ops written (each once, for all the copies read).
         public var broadcasts = 0
+        /// `message.read` ops written with an `upTo`: a seq of their old partition, which names another
+        /// position in the new deployment's numbering.
+        public var readsWithUpTo = 0
     }
 
     private struct Head {
@@ -77,6 +80,7 @@ public struct PartitionLogMerger {
         }
         if let pick {
             let line = heads[pick]!.line
+            if case .messageRead(_, let upTo?) = heads[pick]!.op.body, upTo > 0 { counts.readsWithUpTo += 1 }
             try advance(pick)
             counts.written += 1
             return line

@@ -16,11 +16,12 @@ extension Store {
 
     /// `teamlog log`: committed events `from`…`to` as JSON Lines that `ingest` accepts again (ts and opId
     /// kept), only those of `team` when given, handed to `write` in chunks of about `chunkBytes`;
-    /// `visited` sees every seq walked (for progress). Safe on any thread (one read snapshot of the log).
-    /// Returns the first break of the hash chain, if any: the export stops before it.
+    /// `visited` sees every seq walked (for progress), `exported` every op written. Safe on any thread (one
+    /// read snapshot of the log). Returns the first break of the hash chain, if any: the export stops
+    /// before it.
     public func exportLog(
         from: UInt64 = 1, to: UInt64? = nil, team: Id? = nil, chunkBytes: Int = 64 << 10,
-        visited: (UInt64) -> Void = { _ in }, write: ([UInt8]) throws -> Void
+        visited: (UInt64) -> Void = { _ in }, exported: (Op) -> Void = { _ in }, write: ([UInt8]) throws -> Void
     ) throws -> ChainProblem? {
         var out: [UInt8] = []
         out.reserveCapacity(chunkBytes)
@@ -28,6 +29,7 @@ extension Store {
         try forEachEvent(from: from, to: to) { event in
             visited(event.seq)
             if let team, event.op.body.team != team { return }
+            exported(event.op)
             out.append(contentsOf: event.op.jsonLine.utf8)
             out.append(0x0A)
             if out.count > chunkBytes {

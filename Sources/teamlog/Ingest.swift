@@ -61,6 +61,12 @@ struct Ingest: ParsableCommand {
         let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
+        // Before the store is opened: a refused `--resume` from a pipe made an empty store first (a trial).
+        var inputStat = stat()
+        if resume && !(fstat(fd, &inputStat) == 0 && (inputStat.st_mode & S_IFMT) == S_IFREG) {
+            printErr("teamlog: --resume needs a regular file (a pipe cannot be read from a position)")
+            throw ExitCode(2)
+        }
 
         var storeOpts = Store.Options()
         storeOpts.partitionRole = .standalone

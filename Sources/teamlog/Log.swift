@@ -40,14 +40,33 @@ struct Log: ParsableCommand {
         let progress = Progress("log", total: end.map { Int($0) }, from: Int(max(from, 1)) - 1, unit: .count("events"))
         defer { progress.clear() }
         var last = Int(max(from, 1)) - 1
+        var readsWithUpTo = 0
         let problem = try store.exportLog(from: from, to: to, team: team.map { Id($0) }) { seq in
             last = Int(seq)
             progress.update(last)
+        } exported: { op in
+            if case .messageRead(_, let upTo?) = op.body, upTo > 0 { readsWithUpTo += 1 }
         } write: { chunk in
             progress.beforeStdout()
             try writeAll(1, chunk)
         }
         progress.finish(at: last)
+        // What a store made from this export must be told (a trial: a 2,100-member team's create, refused
+        // `teamFull` by a store of the default limits, and everything after it).
+        let config = store.world.config
+        if config != Config() {
+            printErr(
+                "teamlog: this store's settings are not the defaults: make a store from this export with "
+                    + "--max-team-members \(config.teamMaxMembers) --max-super-team-members \(config.superTeamMaxMembers) "
+                    + "--members-sync-ms \(config.membersSyncTimeoutMs)")
+        }
+        // A part of the log is numbered anew where it is ingested: a read's `upTo` names a seq of this log.
+        if readsWithUpTo > 0 && (from > 1 || team != nil) {
+            printErr(
+                "teamlog: warning: \(readsWithUpTo) exported message.read ops carry upTo, a seq of this log; a store made "
+                    + "from \(team != nil ? "one team's events" : "a part of the log") numbers events anew, so there they "
+                    + "mark another position (a whole export keeps every seq)")
+        }
         if let problem {
             printErr("teamlog: log is broken at \(problem); export stopped there")
             throw ExitCode(1)

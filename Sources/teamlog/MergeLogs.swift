@@ -86,6 +86,12 @@ struct MergeLogs: ParsableCommand {
         printErr(
             "merged \(c.read.reduce(0, +)) lines (\(parts)) into \(c.written): \(c.broadcasts) ops every partition "
                 + "had, each written once")
+        if c.readsWithUpTo > 0 {
+            printErr(
+                "teamlog: warning: \(c.readsWithUpTo) message.read ops carry upTo, a seq of their old partition: the new "
+                    + "deployment numbers its events anew, so there they mark another position (a read without upTo, "
+                    + "up to the newest, is moved exactly)")
+        }
     }
 }
 

@@ -67,7 +67,7 @@ func chooseBase(_ path: String, for seq: UInt64, of store: String) throws -> Sto
         if found.seqs.isEmpty {
             throw CLIError("no teamlog store at \(path) nor in it: give a copy made by `teamlog backup --to DIR`")
         }
-        let seqs = found.seqs.map(String.init).joined(separator: ", ")
+        let seqs = found.seqs.sorted().map(String.init).joined(separator: ", ")  // by number, not by name
         throw CLIError(
             "no copy at \(path) is at or before seq \(seq) (checkpoint seqs: \(seqs)): give an older copy, or none")
     }

@@ -81,6 +81,14 @@ import Testing
         #expect(try Self.merge([[], []]).lines.isEmpty)
     }
 
+    /// A read with `upTo` names a seq of its old partition: counted (the command warns), moved as it is.
+    @Test func readsWithUpToAreCounted() throws {
+        let read = #"{"op":"message.read","actor":"u2","ts":30,"to":{"type":"team","id":"t1"},"upTo":1}"#
+        let readAll = #"{"op":"message.read","actor":"u3","ts":31,"to":{"type":"team","id":"t1"}}"#
+        let merged = try Self.merge([[Self.send("t1", "a1", ts: 10), read, readAll], [Self.send("t2", "b1", ts: 20)]])
+        #expect(merged.lines.count == 4 && merged.counts.readsWithUpTo == 1)
+    }
+
     /// What is not an export is named with its line.
     @Test func aLineThatIsNotAnExportedOpIsNamed() throws {
         #expect {

@@ -81,6 +81,52 @@ import Testing
         #expect(access(store, F_OK) != 0, "nothing created")
     }
 
+    /// `log` says what a store made from its export must be told: settings other than the defaults (a
+    /// trial: a 2,100-member team refused `teamFull` by a default store, and all after it), and reads
+    /// whose `upTo` names a seq that a partial export renumbers (a `--team` export answered other unread
+    /// counts, silently). A whole export of a default store says neither.
+    @Test func logSaysWhatAStoreMadeFromItsExportNeeds() throws {
+        let directory = TemporaryDirectory("log-notes")
+        let store = directory.child("store")
+        let ops = directory.child("ops.jsonl")
+        try CrashSafetyTests.writeFile(
+            ops,
+            Array(
+                [
+                    op("team.create", "a", ["team": "x", "name": "X", "members": ["b"], "ts": 1]),
+                    op("team.create", "a", ["team": "y", "name": "Y", "members": ["b"], "ts": 2]),
+                    op("message.send", "a", ["to": ["type": "team", "id": "x"] as KeyValuePairs<String, Any>, "messageId": "m1", "content": ["type": "text"] as KeyValuePairs<String, Any>, "ts": 3]),
+                    op("message.read", "b", ["to": ["type": "team", "id": "x"] as KeyValuePairs<String, Any>, "upTo": 3, "ts": 4]),
+                ].map { $0 + "\n" }.joined().utf8))
+        #expect(try ChildProcess.run(Self.exe, ["ingest", ops, "--store", store, "--max-team-members", "3000"], timeout: 60).status == .exited(0))
+        for (args, says) in [
+            (["log"], ["--max-team-members 3000 --max-super-team-members 200000 --members-sync-ms 120000"]),
+            (["log", "--team", "x"], ["1 exported message.read ops carry upTo", "--max-team-members 3000"]),
+        ] {
+            let run = try ChildProcess.run(Self.exe, args + ["--store", store], stderr: directory.child("err"), timeout: 60)
+            let err = readTextFile(directory.child("err"))
+            #expect(run.status == .exited(0))
+            for text in says { #expect(err.contains(text), "\(args): \(err)") }
+            if args == ["log"] { #expect(!err.contains("upTo"), "a whole export keeps every seq") }
+        }
+        let plain = directory.child("plain")
+        #expect(try ChildProcess.run(Self.exe, ["ingest", ops, "--store", plain], timeout: 60).status == .exited(0))
+        let run = try ChildProcess.run(Self.exe, ["log", "--store", plain], stderr: directory.child("err"), timeout: 60)
+        #expect(run.status == .exited(0) && readTextFile(directory.child("err")).isEmpty)
+    }
+
+    /// `--resume` from a pipe is refused before anything is made: it left an empty store behind (a trial).
+    @Test func resumeFromAPipeIsRefusedBeforeAStoreIsMade() throws {
+        let directory = TemporaryDirectory("resume-pipe")
+        let store = directory.child("store")
+        let run = try ChildProcess.run(
+            "/bin/sh", ["-c", "echo '{}' | exec \"$0\" ingest - --follow --resume --store \"$1\"", Self.exe, store],
+            stderr: directory.child("err"), timeout: 60)
+        #expect(run.status == .exited(2))
+        #expect(readTextFile(directory.child("err")).contains("--resume needs a regular file"))
+        #expect(access(store, F_OK) != 0, "no store made")
+    }
+
     /// An id argument whose bytes are not UTF-8 is no id: Swift decodes `argv` repairing them to U+FFFD, and
     /// `team $'\\xff'` answered the team named "\u{FFFD}" (a trial); now a usage error, as `serve` answers
     /// 400 `badId`. The same id written as U+FFFD itself is still that team.
