@@ -166,7 +166,7 @@ public struct LineReader {
             throw InputChanged(
                 description: "\(path ?? "the input") was truncated (it holds \(st.st_size) bytes; \(offset) had been read): "
                     + "what is written to it now would be read from the wrong place, so the run stops here — every line "
-                    + "read before is answered and committed. Follow the new content with `teamlog ingest FILE --follow` "
+                    + "read before is answered and committed. Follow the new content with `teamlog ingest \(path ?? "FILE") --follow` "
                     + "(not --resume: it is another input; lines sent again with an opId are answered duplicate), and "
                     + "rotate by renaming rather than by copytruncate")
         }

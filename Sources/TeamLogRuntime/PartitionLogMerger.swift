@@ -80,7 +80,7 @@ public struct PartitionLogMerger {
         }
         if let pick {
             let line = heads[pick]!.line
-            if case .messageRead(_, let upTo?) = heads[pick]!.op.body, upTo > 0 { counts.readsWithUpTo += 1 }
+            if heads[pick]!.op.readsUpToASeq { counts.readsWithUpTo += 1 }
             try advance(pick)
             counts.written += 1
             return line

@@ -61,9 +61,12 @@ struct Ingest: ParsableCommand {
         let fd: Int32 = file == "-" ? 0 : open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CLIError("cannot open \(file): \(String(cString: strerror(errno)))") }
         defer { if fd != 0 { close(fd) } }
-        // Before the store is opened: a refused `--resume` from a pipe made an empty store first (a trial).
-        var inputStat = stat()
-        if resume && !(fstat(fd, &inputStat) == 0 && (inputStat.st_mode & S_IFMT) == S_IFREG) {
+        // Input bytes of a regular file (FILE, or `-` redirected from one) from where reading starts; a
+        // pipe has no total (position and rate only). Stream mode shows none: a live feed has no end.
+        var st = stat()
+        let size = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
+        // Refused before the store is opened: a `--resume` from a pipe made an empty store first (a trial).
+        if resume && size == nil {
             printErr("teamlog: --resume needs a regular file (a pipe cannot be read from a position)")
             throw ExitCode(2)
         }
@@ -85,18 +88,10 @@ struct Ingest: ParsableCommand {
         var options = Processor.Options()
         options.emit = emitMode
         options.batchSize = batchSize
-        // Input bytes of a regular file (FILE, or `-` redirected from one) from where reading starts; a
-        // pipe has no total (position and rate only). Stream mode shows none: a live feed has no end.
-        var st = stat()
-        let size = fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG ? Int(st.st_size) : nil
         // A regular file's place is kept with each commit (`InputPosition`), for `--resume`.
         var startOffset = size == nil ? 0 : max(0, Int(lseek(fd, 0, SEEK_CUR)))
         var linesBefore = 0
-        if resume {
-            guard let size else {
-                printErr("teamlog: --resume needs a regular file (a pipe cannot be read from a position)")
-                throw ExitCode(2)
-            }
+        if resume, let size {  // a pipe was refused above
             let position: InputPosition
             do {
                 position = try Self.checkedResumePosition(store: store, fd: fd, size: size, file: file)

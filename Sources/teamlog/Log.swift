@@ -45,7 +45,7 @@ struct Log: ParsableCommand {
             last = Int(seq)
             progress.update(last)
         } exported: { op in
-            if case .messageRead(_, let upTo?) = op.body, upTo > 0 { readsWithUpTo += 1 }
+            if op.readsUpToASeq { readsWithUpTo += 1 }
         } write: { chunk in
             progress.beforeStdout()
             try writeAll(1, chunk)

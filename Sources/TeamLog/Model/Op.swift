@@ -21,6 +21,13 @@ public struct Op: Sendable, Equatable {
 
     /// The op name as written in the input (`team.create`, …).
     public var name: String { body.name }
+
+    /// A `message.read` whose `upTo` names a seq: a position in its log's numbering, which another log
+    /// made from it (a partial export ingested elsewhere, a re-partitioned deployment) does not share.
+    public var readsUpToASeq: Bool {
+        if case .messageRead(_, let upTo?) = body { return upTo > 0 }
+        return false
+    }
 }
 
 /// The fields of `team.create`.
