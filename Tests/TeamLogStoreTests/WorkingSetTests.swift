@@ -131,6 +131,12 @@ import Testing
         let created = h.store.workingSetStats.lookups - before
         #expect(created <= 3, "the team, its tip's id: \(created) lookups")
         #expect(h.store.world.userConvCount == 301)
+        // Not probed, but still stamped at the create's seq once it committed: the views it made are in
+        // the sweeps' queue and can be evicted later (a view left unstamped would stay resident for good).
+        let conv = ConvKey(team: "big", kind: .team)
+        let seq = h.store.world.lastSeq
+        let stamped = (["own"] + members).filter { h.store.world.stamp(of: .userConv(Id($0), conv)) == seq }
+        #expect(stamped.count == 301, "the create's views are stamped at its seq \(seq)")
 
         try h.reopen()  // nothing resident: the team must be looked up, found, and the create rejected
         let again = try h.feed(op("team.create", "own", ["team": "big", "members": ["m1"]]))

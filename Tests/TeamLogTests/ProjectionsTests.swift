@@ -92,6 +92,33 @@ struct ProjectionsTests {
         // applying an accepted one does not need.
         #expect(keys(modify, accepted: true) == [.message("m1")], "a modify reads a stored message")
         #expect(keys(modify, accepted: false) == [.message("m1"), .team("t1")])
+
+        // An accepted create made a new team (`teamExists` refused a used id): nothing stored holds it, its
+        // conversation or any view of that, so a replay looks for nothing; deciding one reads them all.
+        let create = op("team.create", "own", ["team": "t9", "members": ["a", "b", "c"]])
+        #expect(keys(create, accepted: true).isEmpty)
+        let conv = ConvKey(team: "t9", kind: .team)
+        let read: Set<ResidentKey> = [
+            .team("t9"), .conv(conv), .userConv("own", conv), .userConv("a", conv), .userConv("b", conv),
+            .userConv("c", conv),
+        ]
+        #expect(read.isSubset(of: keys(create, accepted: false)))
+    }
+
+    /// A team.create adds its roster and every member's view and team list without looking for them (the
+    /// team is new): every member has one view from the create's seq and the team in their list, and the
+    /// derived indexes and resident counts agree with the tables.
+    @Test func aCreatedTeamListsEveryMemberOnce() {
+        let members = (1...40).map { "u\($0)" }
+        let created = Self.run([op("team.create", "own", ["team": "t1", "members": members])])
+        #expect(created.teams["t1"]!.memberCount == 41)
+        for user in ["own"] + members {
+            #expect(created.userTeams[Id(user)].map(Array.init) == [Id("t1")], "\(user)")
+            #expect(created.userConvs[Id(user)]?.count == 1, "\(user)")
+            #expect(created.userConvs[Id(user)]?[ConvKey(team: "t1", kind: .team)]?.joinSeq == 1, "\(user)")
+        }
+        #expect(created.derivedIndexViolations().isEmpty)
+        #expect(created.userConvCount == 41)
     }
 }
 

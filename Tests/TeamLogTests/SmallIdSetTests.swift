@@ -33,6 +33,21 @@ import Testing
         #expect(Array(small).count == model.count)  // no element twice
     }
 
+    /// `insertNew` (a new team in its members' lists, added without a scan) gives the set `insert` of
+    /// the same absent ids gives, byte-different ids kept apart.
+    @Test func insertingNewIdsEqualsInsertingThem() {
+        var fast = SmallIdSet()
+        var slow = SmallIdSet()
+        for id in [Id("caf\u{E9}"), Id("cafe\u{301}"), Id("x"), Id("")] {
+            fast.insertNew(id)
+            let inserted = slow.insert(id)
+            #expect(inserted)
+            #expect(fast == slow)
+            #expect(fast.contains(id))
+        }
+        #expect(fast.count == 4)
+    }
+
     @Test func equalityIgnoresOrderButNotBytes() {
         let a = Id("caf\u{E9}")
         let b = Id("cafe\u{301}")

@@ -64,6 +64,26 @@ import Testing
         #expect(Set(views.keys) == Set(model.keys))
     }
 
+    /// `insertNew` (a new team's views, added without a scan) leaves the views as `upsert` of the same
+    /// absent keys does, across the conversion to a dictionary — byte-different ids kept apart.
+    @Test func insertingNewViewsEqualsUpsertingThem() {
+        let keys = Self.pool()
+        var fast = UserConvs()
+        var slow = UserConvs()
+        var seen = Set<ConvKey>()
+        for (n, key) in keys.enumerated() where seen.insert(key).inserted {
+            let view = UserConv(joinSeq: UInt64(n + 1))
+            fast.insertNew(key, view)
+            let added = slow.upsert(key, default: view) { _ in }
+            #expect(added)
+            #expect(fast == slow)
+            #expect(fast.isLarge == slow.isLarge)
+            #expect(fast[key] == view)
+        }
+        #expect(fast.isLarge, "the pool crosses into a dictionary")
+        #expect(fast.count == seen.count)
+    }
+
     @Test func equalityIgnoresOrderButNotBytes() {
         let a = ConvKey(team: "caf\u{E9}", kind: .team)
         let b = ConvKey(team: "cafe\u{301}", kind: .team)

@@ -29,6 +29,15 @@ public struct MemberBits: Sendable, Equatable {
         }
     }
 
+    /// Makes room for `words` words in every bitset (nothing is set).
+    mutating func reserve(words: Int) {
+        present.reserveCapacity(words)
+        admins.reserveCapacity(words)
+        notifyNone.reserveCapacity(words)
+        notifyManagerOnly.reserveCapacity(words)
+        online.reserveCapacity(words)
+    }
+
     mutating func trim(words: Int) {
         let drop = present.count - words
         guard drop > 0 else { return }

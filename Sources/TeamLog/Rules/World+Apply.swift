@@ -37,15 +37,18 @@ extension World {
             team.muted = c.muted
             // Online bits set as each member is added (presence is not changed by a team op), not looked
             // up again per member afterwards: a team.create adds its members by the thousand.
-            team.addMember(actor, role: .owner, joinSeq: seq, online: isOnline(actor))
             let joined = c.members.filter { $0 != actor }
+            team.reserveMembers(1 + joined.count)
+            team.addMember(actor, role: .owner, joinSeq: seq, online: isOnline(actor))
             for user in joined { team.addMember(user, role: .normal, joinSeq: seq, online: isOnline(user)) }
             teams[c.team] = team
             touch(.team(c.team))
             let key = ConvKey(team: c.team, kind: team.kind)
             for user in [actor] + joined {
                 touchAppended(.member(c.team, user))
-                joinedConversation(user, team: c.team, key: key, seq: seq)
+                // The team is new (`teamExists`), so no view of its conversation, nor the team in anyone's
+                // list, can exist yet: added without looking for them.
+                joinedConversation(user, team: c.team, key: key, seq: seq, newTeam: true)
             }
             tip(
                 c.team, seq, nim: nil, zim: TipFactory.zim("GROUP_CREATED", 1, actor, joined),

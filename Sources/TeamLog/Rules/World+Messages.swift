@@ -408,8 +408,18 @@ extension World {
     ///
     /// `key` is the team's conversation; the caller added `user` to the roster with their online bit
     /// (`TeamState.addMember(_:role:joinSeq:online:)`).
-    mutating func joinedConversation(_ user: Id, team id: Id, key: ConvKey, seq: UInt64) {
+    /// `newTeam`: the team was created by this event, so the user has no view of its conversation and
+    /// the team is in no user's list: both are appended without a scan for them (a team.create runs this
+    /// for each of up to 2,000 members, and a user's views and teams are scanned linearly).
+    mutating func joinedConversation(_ user: Id, team id: Id, key: ConvKey, seq: UInt64, newTeam: Bool = false) {
         // One hash of the user per table, mutated in place (this runs once per member of a team.create).
+        if newTeam {
+            userConvs[user, default: [:]].insertNew(key, UserConv(joinSeq: seq))
+            userConvCount += 1
+            touchAppended(.userConv(user, key))
+            derived.userTeams[user, default: []].insertNew(id)
+            return
+        }
         let added = userConvs[user, default: [:]].upsert(key, default: UserConv(joinSeq: seq)) { uc in
             uc.joinSeq = seq
             uc.leaveSeq = nil

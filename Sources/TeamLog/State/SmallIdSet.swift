@@ -28,6 +28,13 @@ public struct SmallIdSet: Sendable, Sequence, ExpressibleByArrayLiteral, Equatab
         return true
     }
 
+    /// Adds `id`, which the caller knows is absent (checked in debug builds only): no scan of the set.
+    public mutating func insertNew(_ id: Id) {
+        assert(!ids.contains(id), "\(id) is already in the set")
+        ids.reserveCapacity(ids.count + 1)
+        ids.append(id)
+    }
+
     /// Removes `id` if present; whether it was.
     @discardableResult
     public mutating func remove(_ id: Id) -> Bool {

@@ -141,6 +141,30 @@ public struct UserConvs: Sendable, Sequence, Equatable, ExpressibleByDictionaryL
         }
     }
 
+    /// Adds a view of `key`, which the caller knows is absent (checked in debug builds only): no scan of
+    /// the views for it (`upsert` compares every key of a small set).
+    public mutating func insertNew(_ key: ConvKey, _ value: UserConv) {
+        assert(!contains(key), "a view of \(key) is already here")
+        switch storage {
+        case .small(var entries):
+            storage = .small([])
+            if entries.count < Self.largeCount {
+                entries.reserveCapacity(entries.count + 1)  // exact capacity, as `upsert`
+                entries.append(Entry(key: key, value: value))
+                storage = .small(entries)
+            } else {
+                var table = [ConvKey: UserConv](minimumCapacity: entries.count + 1)
+                for entry in entries { table[entry.key] = entry.value }
+                table[key] = value
+                storage = .large(table)
+            }
+        case .large(var table):
+            storage = .small([])
+            table[key] = value
+            storage = .large(table)
+        }
+    }
+
     /// Removes the view of `key`; the removed view, if there was one.
     @discardableResult
     public mutating func removeValue(forKey key: ConvKey) -> UserConv? {

@@ -37,6 +37,10 @@ extension World {
         let actor = op.actor
         switch op.body {
         case .teamCreate(let c):
+            // Accepted, the team was new (`teamExists` refuses a used id, dismissed teams included: a team is
+            // never deleted), so nothing stored can hold it, its conversation or any view of that: nothing to
+            // look for. A replay after its first eviction probed each member's views, up to 2,000 per create.
+            if accepted { return }
             keys.append(.team(c.team))
             let key = ConvKey(team: c.team, kind: c.kind)
             keys.append(.conv(key))
