@@ -114,18 +114,7 @@ public struct UserConvs: Sendable, Sequence, Equatable, ExpressibleByDictionaryL
             }
             var value = initial()
             change(&value)
-            if entries.count < Self.largeCount {
-                // One entry at a time (exact capacity): these arrays stay small, and doubling would leave
-                // up to half of each unused.
-                entries.reserveCapacity(entries.count + 1)
-                entries.append(Entry(key: key, value: value))
-                storage = .small(entries)
-            } else {
-                var table = [ConvKey: UserConv](minimumCapacity: entries.count + 1)
-                for entry in entries { table[entry.key] = entry.value }
-                table[key] = value
-                storage = .large(table)
-            }
+            storage = Self.adding(key, value, to: &entries)
             return true
         case .large(var table):
             storage = .small([])
@@ -148,21 +137,29 @@ public struct UserConvs: Sendable, Sequence, Equatable, ExpressibleByDictionaryL
         switch storage {
         case .small(var entries):
             storage = .small([])
-            if entries.count < Self.largeCount {
-                entries.reserveCapacity(entries.count + 1)  // exact capacity, as `upsert`
-                entries.append(Entry(key: key, value: value))
-                storage = .small(entries)
-            } else {
-                var table = [ConvKey: UserConv](minimumCapacity: entries.count + 1)
-                for entry in entries { table[entry.key] = entry.value }
-                table[key] = value
-                storage = .large(table)
-            }
+            storage = Self.adding(key, value, to: &entries)
         case .large(var table):
             storage = .small([])
             table[key] = value
             storage = .large(table)
         }
+    }
+
+    /// The storage once an absent view is added to `entries` (taken out of `storage` by the caller, so the
+    /// array is uniquely referenced while it grows): the array one entry longer, or a dictionary past
+    /// `largeCount`.
+    private static func adding(_ key: ConvKey, _ value: UserConv, to entries: inout [Entry]) -> Storage {
+        guard entries.count < largeCount else {
+            var table = [ConvKey: UserConv](minimumCapacity: entries.count + 1)
+            for entry in entries { table[entry.key] = entry.value }
+            table[key] = value
+            return .large(table)
+        }
+        // One entry at a time (exact capacity): these arrays stay small, and doubling would leave up to
+        // half of each unused.
+        entries.reserveCapacity(entries.count + 1)
+        entries.append(Entry(key: key, value: value))
+        return .small(entries)
     }
 
     /// Removes the view of `key`; the removed view, if there was one.
