@@ -413,21 +413,24 @@ extension World {
     /// for each of up to 2,000 members, and a user's views and teams are scanned linearly).
     mutating func joinedConversation(_ user: Id, team id: Id, key: ConvKey, seq: UInt64, newTeam: Bool = false) {
         // One hash of the user per table, mutated in place (this runs once per member of a team.create).
+        let added: Bool
         if newTeam {
             userConvs[user, default: [:]].insertNew(key, UserConv(joinSeq: seq))
-            userConvCount += 1
-            touchAppended(.userConv(user, key))
-            derived.userTeams[user, default: []].insertNew(id)
-            return
-        }
-        let added = userConvs[user, default: [:]].upsert(key, default: UserConv(joinSeq: seq)) { uc in
-            uc.joinSeq = seq
-            uc.leaveSeq = nil
-            uc.last = nil
+            added = true
+        } else {
+            added = userConvs[user, default: [:]].upsert(key, default: UserConv(joinSeq: seq)) { uc in
+                uc.joinSeq = seq
+                uc.leaveSeq = nil
+                uc.last = nil
+            }
         }
         if added { userConvCount += 1 }
         touchAppended(.userConv(user, key))
-        derived.userTeams[user, default: []].insert(id)
+        if newTeam {
+            derived.userTeams[user, default: []].insertNew(id)
+        } else {
+            derived.userTeams[user, default: []].insert(id)
+        }
     }
 
     /// A user left a team: unread freezes at the leave, and so does the last message.

@@ -23,14 +23,17 @@ public struct SmallIdSet: Sendable, Sequence, ExpressibleByArrayLiteral, Equatab
     @discardableResult
     public mutating func insert(_ id: Id) -> Bool {
         guard !ids.contains(id) else { return false }
-        ids.reserveCapacity(ids.count + 1)
-        ids.append(id)
+        append(id)
         return true
     }
 
     /// Adds `id`, which the caller knows is absent (checked in debug builds only): no scan of the set.
     public mutating func insertNew(_ id: Id) {
         assert(!ids.contains(id), "\(id) is already in the set")
+        append(id)
+    }
+
+    private mutating func append(_ id: Id) {
         ids.reserveCapacity(ids.count + 1)
         ids.append(id)
     }
