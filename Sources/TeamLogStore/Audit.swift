@@ -90,11 +90,21 @@ extension Store {
     /// `directory` and a clean audit, keeps its replayed projections there as a verified copy at the
     /// checkpoint audited (`keepVerifiedCopy`; `AuditReport.verifiedCopy`): the base of the next audit
     /// (`newestCopy(at:atOrBefore:excluding:verifiedOnly:)`), which then replays only the log after it.
-    public func audit(base: Store?, keepingVerifiedCopyIn directory: String?, progress: ((Int) -> Void)? = nil)
-        throws -> AuditReport
-    {
+    ///
+    /// `cacheBytes`: the replay's working-set budget (`ReplayLimits.defaultBudgetBytes` when `nil`, as
+    /// `teamlog audit --cache-mb` sets it). A larger one evicts and reloads less: more memory, a faster
+    /// audit (docs/store-design.md, "Audit and repair memory").
+    public func audit(
+        base: Store?, keepingVerifiedCopyIn directory: String?, cacheBytes: Int? = nil,
+        progress: ((Int) -> Void)? = nil
+    ) throws -> AuditReport {
         if let directory { try Self.refuseInside(directory, of: env.path, "verified copies' directory") }
-        return try audit(progress: progress, limits: ReplayLimits(), base: base, keep: directory)
+        var limits = ReplayLimits()
+        if let cacheBytes {
+            precondition(cacheBytes > 0, "a replay's budget is positive")
+            limits.budgetBytes = cacheBytes
+        }
+        return try audit(progress: progress, limits: limits, base: base, keep: directory)
     }
 
     /// `audit` with the replay's checkpoint interval and budget given (tests make them small).
@@ -472,6 +482,15 @@ extension AuditReport {
                 ])
             ),
             ("comparedTables", .bool(comparedTables)),
+            (
+                // What the replay's working set did within its budget (`audit --cache-mb`).
+                "replay",
+                .object([
+                    ("budgetBytes", .int(Int64(replay.budgetBytes))), ("evictions", .int(Int64(replay.evictions))),
+                    ("sweeps", .int(Int64(replay.sweeps))), ("lookups", .int(Int64(replay.lookups))),
+                    ("loads", .int(Int64(replay.loads))),
+                ])
+            ),
             (
                 "tables",
                 .array(

@@ -521,8 +521,13 @@ struct ReplayLimits {
     /// repair runs beside a writer that has its own. Three quarters of the default: with the allocator's
     /// shorter decay (`Allocator`), a 5M-event audit's peak RSS went 1,150–1,168 → 1,040–1,045 MB at the
     /// same rate (BENCHMARKS, eleventh session); at 160 MiB the teams no longer fit in half the budget, are
-    /// evicted with the rest, and the rate halved.
-    var budgetBytes = Store.defaultCacheBytes / 4 * 3
+    /// evicted with the rest, and the rate halved. `teamlog audit --cache-mb` gives another one: at 320 MiB
+    /// a 5M-event audit ran 1.15× faster at 950 MB of peak RSS against 784 (BENCHMARKS, thirty-eighth
+    /// session) — the default keeps the room for a writer beside it.
+    var budgetBytes = Self.defaultBudgetBytes
+
+    /// The replay's budget unless one is given: 192 MiB.
+    static let defaultBudgetBytes = Store.defaultCacheBytes / 4 * 3
     /// Events between two looks at the budget and the checkpoint interval (`Store.replayedBatchDone`).
     var batchSize = 8_192
 }

@@ -51,6 +51,8 @@ extension Store {
         public var cutFile: String?
         /// What the opId index needed to agree with the kept log (`mendOpIdIndex`).
         public var opIds: OpIdIndexMend
+        /// What the rebuild's working set did within its budget (`repair(cacheBytes:)`).
+        public var replay = WorkingSetStats()
     }
 
     /// Cuts the log before its first bad record (if any) and makes the opId index agree with what is kept
@@ -63,11 +65,18 @@ extension Store {
     /// saved beside the log (`saveCutRecords`), as op lines `teamlog ingest` takes again (their opIds are
     /// free again). The store refuses further use afterwards (its projections' files were replaced): open
     /// it again.
-    /// `progress` is the replay's (every 65,536 events).
-    public func repair(progress: ((Int) -> Void)? = nil) throws -> RepairReport {
-        let scratch = try makeScratch(projectionsOnly: true)
+    /// `progress` is the replay's (every 65,536 events); `cacheBytes` its working-set budget (the default
+    /// replay's when `nil`, as `audit(base:keepingVerifiedCopyIn:cacheBytes:progress:)` takes it).
+    public func repair(cacheBytes: Int? = nil, progress: ((Int) -> Void)? = nil) throws -> RepairReport {
+        var limits = ReplayLimits()
+        if let cacheBytes {
+            precondition(cacheBytes > 0, "a replay's budget is positive")
+            limits.budgetBytes = cacheBytes
+        }
+        let scratch = try makeScratch(projectionsOnly: true, limits: limits)
         defer { scratch.remove() }
         try env.read { txn in try replay(into: scratch, in: txn, upTo: nil, progress: progress) }
+        let replayStats = scratch.store.workingSetStats
         let keep = UInt64(scratch.events)
         let lastTs = scratch.store.checkpoint.ts
         let replayed = scratch.store
@@ -116,7 +125,7 @@ extension Store {
                 path: env.path))
         return RepairReport(
             problem: scratch.problem, removedEvents: removed, keptEvents: Int(keep), projectionRecords: count,
-            cutFile: cutFile, opIds: opIds)
+            cutFile: cutFile, opIds: opIds, replay: replayStats)
     }
 
     /// Writes the log records `repair` is about to remove (seqs after `keep`, then keys that are no seq), in key order, to a new file in the

@@ -232,6 +232,10 @@ public final class Store {
     /// The default working-set budget (256 MiB).
     public static let defaultCacheBytes = 256 << 20
 
+    /// The default budget of a replay's working set (`audit`, `repair`, `--at`): 192 MiB, three quarters
+    /// of a writer's, since one runs beside a writer.
+    public static var defaultReplayCacheBytes: Int { ReplayLimits.defaultBudgetBytes }
+
     /// Opens (creating when missing) the store in directory `path`, at its projections' checkpoint, and
     /// replays the log after it. Only the always-resident tables (presence, channels, offline queues) are
     /// loaded; everything else is loaded when an op first needs it (`WorkingSet`).

@@ -56,6 +56,8 @@ import Testing
         (["serve", "--partition", "1", "--partitions", "2"], "--partition is for --nats", "teamlog serve"),
         (["backup", "--to", "copy", "--nice", "25"], "--nice must be from 0 to 19", "teamlog backup"),
         (["audit", "--nice", "20"], "--nice must be from 0 to 19", "teamlog audit"),
+        (["audit", "--cache-mb", "0"], "--cache-mb must be from 1 to", "teamlog audit"),
+        (["repair", "--cache-mb", "0"], "--cache-mb must be from 1 to", "teamlog repair"),
         (["log", "--from", "5", "--to", "2"], "--to 2 is before --from 5", "teamlog log"),
         // Seqs past 2^63 - 1 trapped converting to Int (exit 132); `--at 0` answered as an empty store.
         (["log", "--from", "9223372036854775808"], "--from must be a seq", "teamlog log"),
@@ -260,6 +262,33 @@ import Testing
         #expect(try run(["receipts", "nope", "--store", store]).0 == .exited(1))
         #expect(try run(["team", "ops", "--store", dir.child("missing")]).0 != .exited(0))
         #expect(try run(["audit", "--store", store]).0 == .exited(0))
+    }
+
+    /// `audit --cache-mb` is the replay's budget, as `--json` reports it: 1 MiB is passed by the messages of
+    /// a 10,000-op history (an estimated 320 bytes each) at the replay's first look at it (8,192 events), so
+    /// its working set is evicted wholesale; the default's holds it all; both find the same tables.
+    @Test func auditCacheMbIsTheReplaysBudget() throws {
+        let dir = TemporaryDirectory()
+        let store = dir.child("store")
+        let input = dir.child("ops.jsonl")
+        try CheckpointTests.writeLines(input, WorkingSetTests.mixedLines(count: 10_000, seed: 38))
+        #expect(try run(["ingest", input, "--store", store, "--emit", "none"]).0 == .exited(0))
+        let tight = try json(["audit", "--store", store, "--json", "--cache-mb", "1"])
+        #expect(tight["ok"]?.boolValue == true)
+        #expect(tight["replay"]?["budgetBytes"]?.intValue == 1 << 20)
+        #expect((tight["replay"]?["sweeps"]?.intValue ?? 0) >= 1, "\(tight["replay"].map { "\($0)" } ?? "no replay")")
+        let standard = try json(["audit", "--store", store, "--json"])
+        #expect(standard["replay"]?["budgetBytes"]?.intValue.map(Int.init) == Store.defaultReplayCacheBytes)
+        #expect(standard["replay"]?["sweeps"]?.intValue == 0)
+        #expect(standard["tables"] == tight["tables"], "the budget changes how, not what")
+
+        // A rebuild through the same budget: evicted wholesale, and the rebuilt store audits as before.
+        let (repaired, lines) = try run(["repair", "--store", store, "--cache-mb", "1"])
+        #expect(repaired == .exited(0), "\(lines)")
+        let replay = try #require(lines.last { $0.hasPrefix("replay: ") }, "\(lines)")
+        #expect(replay.hasSuffix("(a budget of 1 MiB)") && !replay.contains("(0 wholesale)"), "\(replay)")
+        let after = try json(["audit", "--store", store, "--json"])
+        #expect(after["ok"]?.boolValue == true && after["tables"] == standard["tables"])
     }
 
     @Test func callExampleAndChannelQuery() throws {
