@@ -3,6 +3,7 @@
 //   swift build -c release --product teamlog-bench   (and --product teamlog, --product teamlog-gen)
 //   .build/release/teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N]
 //                                [--out DIR] [--keep] [--scale-base-audit] [--scale-one-process]
+//                                [--scale-audit-cache-mb N]
 //
 // Generates a chat workload once with teamlog-gen, ingests it chunk by chunk into one store, each chunk a
 // separate `teamlog ingest` child process, and after each chunk times opening the store to ingest one op;
@@ -13,6 +14,7 @@
 // from the copy to the end, from seq 1 and with `--base` that copy (reported, not bars; off by default, so the
 // bars' runs stay as they were: one run with it measured the last chunk at 0.74× the first; the run before
 // it, without, 0.84×). `--scale-one-process`: the whole workload again by one child (reported, not a bar).
+// `--scale-audit-cache-mb N`: a second audit with `--cache-mb N`, against the first (reported, not a bar).
 
 import TeamLogStore
 
@@ -42,6 +44,9 @@ struct ScaleBench {
         /// first chunk's shows a working set that grows with history (the twenty-fourth session found one:
         /// 1.90 GB over 10M ops in one process while each 1M-op chunk's process peaked below 1 GB).
         var oneProcess = false
+        /// After the audit, a second one with `--cache-mb N` (`--scale-audit-cache-mb N`): the replay's
+        /// budget traded for speed, beside the default's in the same run (reported, not a bar).
+        var auditCacheMb: Int?
         var outDir = "."
     }
 
@@ -177,6 +182,14 @@ struct ScaleBench {
                         + tail(readText(err)))
             } else if !audit.succeeded {
                 results.problems.append("audit: \(audit.ending): \(tail(readText(out)))")
+            }
+            if let mb = options.auditCacheMb {
+                progress("auditing again with --cache-mb \(mb)…")
+                let again = try ChildProcess.run(
+                    teamlog, ["audit", "--store", store, "--cache-mb", String(mb)], stdout: out, stderr: err)
+                let summary = AuditSummary(parsing: readText(out))
+                results.budgetAudit = (mb, again, summary)
+                if summary?.ok != true { results.problems.append("audit --cache-mb \(mb): \(again.ending): \(tail(readText(out)))") }
             }
             // Not a bar: the domain's apply alone on the same log (in memory, one thread), the ceiling of
             // any replay of it, so the audit's rate can be read against what the domain itself allows.

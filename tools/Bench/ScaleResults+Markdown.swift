@@ -1,5 +1,7 @@
 // The `--scale` report: per-chunk table, the audit, and issue 11's bars with PASS/MISS.
 
+import TeamLogStore
+
 extension ScaleResults {
     /// The report as markdown, ready for BENCHMARKS.md (MB = 10^6 bytes).
     var markdown: String {
@@ -36,6 +38,14 @@ extension ScaleResults {
             md += "CPU \(fmt(audit.cpuSeconds, 1)) s, \(auditSummary.ok ? "audit OK" : "audit FAILED").\n\n"
         } else {
             md += "Audit: not measured (see below).\n\n"
+        }
+        if let budget = budgetAudit, let audit {
+            md += "Not a bar: the same audit with `--cache-mb \(budget.mb)` (the replay's working-set budget; "
+            md += "the default \(Store.defaultReplayCacheBytes >> 20) MiB above): \(fmt(budget.run.seconds, 1)) s wall, "
+            md += "CPU \(fmt(budget.run.cpuSeconds, 1)) s, peak RSS \(mb(budget.run.peakRSSBytes)) MB — "
+            md += "\(fmt(audit.seconds / max(budget.run.seconds, 1e-9), 2))× the default's speed at "
+            md += "\(fmt(Double(budget.run.peakRSSBytes) / Double(max(1, audit.peakRSSBytes)), 2))× its memory, "
+            md += "\(budget.summary?.ok == true ? "audit OK" : "audit FAILED").\n\n"
         }
         if let applyCeiling {
             let ceilingRate = Double(applyCeiling.events) / max(applyCeiling.applySeconds, 1e-9)

@@ -42,6 +42,8 @@ struct ScaleResults {
     var chunks: [Chunk] = []
     var audit: ChildRun?
     var auditSummary: AuditSummary?
+    /// The second audit, with `--cache-mb mb` (`--scale-audit-cache-mb`), and its summary.
+    var budgetAudit: (mb: Int, run: ChildRun, summary: AuditSummary?)?
     /// `teamlog backup` of the store before its last chunk (after `afterOps` ops), and its `--json` line.
     var backup: (run: ChildRun, afterOps: Int, report: String)?
     /// `teamlog audit --base` of the final store from that copy: its `base:` line and whether it was OK.

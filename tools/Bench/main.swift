@@ -3,7 +3,7 @@
 //   swift run -c release teamlog-bench [--ops N] [--seed S] [--max-team N] [--out DIR]
 //                                      [--row-mix-ops N] [--sqlite-seconds S]
 //   teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR] [--keep]
-//                         [--scale-base-audit] [--scale-one-process]
+//                         [--scale-base-audit] [--scale-one-process] [--scale-audit-cache-mb N]
 //     (issue 11's bars on the real CLI as child processes: ScaleBench.swift)
 //   teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]
 //     (issue 13: the CLI against 1, 2, 3 NATS JetStream partitions, latency, the scaling model: NATSBench.swift)
@@ -118,6 +118,8 @@ func run() throws {
         case "--keep": scaleOptions.keep = true
         case "--scale-base-audit": scaleOptions.baseAudit = true
         case "--scale-one-process": scaleOptions.oneProcess = true
+        case "--scale-audit-cache-mb":
+            scaleOptions.auditCacheMb = max(1, Int(args.next()!)!)
         case "--nats": nats = true
         case "--nats-ops": natsOptions.ops = Int(args.next()!)!
         case "--row-mix-ops": rowMixOps = Int(args.next()!)!
@@ -140,7 +142,7 @@ func run() throws {
             )
             print(
                 "       teamlog-bench --scale [--scale-ops N] [--scale-chunk N] [--seed S] [--max-team N] [--out DIR]"
-                    + " [--keep] [--scale-base-audit] [--scale-one-process]")
+                    + " [--keep] [--scale-base-audit] [--scale-one-process] [--scale-audit-cache-mb N]")
             print("       teamlog-bench --nats [--nats-ops N] [--seed S] [--max-team N] [--out DIR]")
             print("       teamlog-bench --apply-ceiling STORE")
             print("       teamlog-bench --spread FILE [--max-partitions N]")
