@@ -99,12 +99,7 @@ extension Store {
         progress: ((Int) -> Void)? = nil
     ) throws -> AuditReport {
         if let directory { try Self.refuseInside(directory, of: env.path, "verified copies' directory") }
-        var limits = ReplayLimits()
-        if let cacheBytes {
-            precondition(cacheBytes > 0, "a replay's budget is positive")
-            limits.budgetBytes = cacheBytes
-        }
-        return try audit(progress: progress, limits: limits, base: base, keep: directory)
+        return try audit(progress: progress, limits: ReplayLimits(cacheBytes: cacheBytes), base: base, keep: directory)
     }
 
     /// `audit` with the replay's checkpoint interval and budget given (tests make them small).

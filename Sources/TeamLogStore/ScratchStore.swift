@@ -531,3 +531,14 @@ struct ReplayLimits {
     /// Events between two looks at the budget and the checkpoint interval (`Store.replayedBatchDone`).
     var batchSize = 8_192
 }
+
+extension ReplayLimits {
+    /// The defaults, with the budget `cacheBytes` when given (`audit`'s and `repair`'s `cacheBytes:`).
+    init(cacheBytes: Int?) {
+        self.init()
+        if let cacheBytes {
+            precondition(cacheBytes > 0, "a replay's budget is positive")
+            budgetBytes = cacheBytes
+        }
+    }
+}

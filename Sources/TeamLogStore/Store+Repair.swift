@@ -68,12 +68,7 @@ extension Store {
     /// `progress` is the replay's (every 65,536 events); `cacheBytes` its working-set budget (the default
     /// replay's when `nil`, as `audit(base:keepingVerifiedCopyIn:cacheBytes:progress:)` takes it).
     public func repair(cacheBytes: Int? = nil, progress: ((Int) -> Void)? = nil) throws -> RepairReport {
-        var limits = ReplayLimits()
-        if let cacheBytes {
-            precondition(cacheBytes > 0, "a replay's budget is positive")
-            limits.budgetBytes = cacheBytes
-        }
-        let scratch = try makeScratch(projectionsOnly: true, limits: limits)
+        let scratch = try makeScratch(projectionsOnly: true, limits: ReplayLimits(cacheBytes: cacheBytes))
         defer { scratch.remove() }
         try env.read { txn in try replay(into: scratch, in: txn, upTo: nil, progress: progress) }
         let replayStats = scratch.store.workingSetStats

@@ -26,20 +26,13 @@ struct Audit: ParsableCommand {
     @Option(help: ArgumentHelp("Verified copies kept in --verified DIR, the newest (at least 1).", valueName: "N"))
     var keepVerified: Int = 2
 
-    @Option(
-        help: ArgumentHelp(
-            "The replay's working-set budget in MiB (default \(Store.defaultReplayCacheBytes >> 20)): a larger one evicts and reloads less, for a faster audit in more memory (at 5M events: 192 MiB, ~0.8 GB peak; 320 MiB, ~0.95 GB and 1.15x faster).",
-            valueName: "MB"))
-    var cacheMb: Int?
+    @OptionGroup var budget: ReplayBudget
 
     @Flag(help: "Print the report as one JSON object (for monitoring); the exit status is the same.")
     var json = false
 
     func validate() throws {
         if keepVerified < 1 { throw ValidationError("--keep-verified must be at least 1") }
-        if let cacheMb, cacheMb < 1 || cacheMb > 1 << 20 {
-            throw ValidationError("--cache-mb must be from 1 to \(1 << 20) (MiB)")
-        }
         // Inside the store, `compact` and `repair` would remove the copies without a word.
         if let verified {
             do { try Store.refuseInside(verified, of: storeOptions.path, "--verified") } catch let error as StoreError {
@@ -82,7 +75,7 @@ struct Audit: ParsableCommand {
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
         let report: AuditReport
         do { report = try store.audit(
-                base: baseStore, keepingVerifiedCopyIn: verified, cacheBytes: cacheMb.map { $0 << 20 }, progress: update) } catch
+                base: baseStore, keepingVerifiedCopyIn: verified, cacheBytes: budget.bytes, progress: update) } catch
             where ScratchStore.isScratchFailure(error)
         {
             progress.clear()

@@ -8,17 +8,7 @@ struct Repair: ParsableCommand {
 
     @OptionGroup var storeOptions: StoreOptions
 
-    @Option(
-        help: ArgumentHelp(
-            "The rebuild's working-set budget in MiB (default \(Store.defaultReplayCacheBytes >> 20)), as audit's --cache-mb: a larger one evicts and reloads less, for a faster rebuild in more memory.",
-            valueName: "MB"))
-    var cacheMb: Int?
-
-    func validate() throws {
-        if let cacheMb, cacheMb < 1 || cacheMb > 1 << 20 {
-            throw ValidationError("--cache-mb must be from 1 to \(1 << 20) (MiB)")
-        }
-    }
+    @OptionGroup var budget: ReplayBudget
 
     func run() throws {
         // A replay frees much at once and waits on nobody: freed memory goes back to the kernel within 1 s.
@@ -40,7 +30,7 @@ struct Repair: ParsableCommand {
         let progress = Progress("repair", total: (try? store.head().seq).map { Int($0) }, unit: .count("events"))
         defer { progress.clear() }
         let report = try store.repair(
-            cacheBytes: cacheMb.map { $0 << 20 }, progress: progress.isOn ? { progress.update($0) } : nil)
+            cacheBytes: budget.bytes, progress: progress.isOn ? { progress.update($0) } : nil)
         progress.finish(at: report.keptEvents)
         if let p = report.problem {
             try printOut("chain broken at \(p): removed \(report.removedEvents) records from seq \(p.seq) on")
