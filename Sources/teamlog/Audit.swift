@@ -74,10 +74,10 @@ struct Audit: ParsableCommand {
         defer { baseStore?.close() }
         let update: ((Int) -> Void)? = progress.isOn ? { progress.update($0) } : nil
         let report: AuditReport
-        do { report = try store.audit(
-                base: baseStore, keepingVerifiedCopyIn: verified, cacheBytes: budget.bytes, progress: update) } catch
-            where ScratchStore.isScratchFailure(error)
-        {
+        do {
+            report = try store.audit(
+                base: baseStore, keepingVerifiedCopyIn: verified, cacheBytes: budget.bytes, progress: update)
+        } catch where ScratchStore.isScratchFailure(error) {
             progress.clear()
             throw scratchFailed("the audit", error)
         }

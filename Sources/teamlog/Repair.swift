@@ -60,7 +60,7 @@ struct Repair: ParsableCommand {
             "kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
         let r = report.replay
         try printOut(
-            "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, \(r.loads) found "
-                + "(a budget of \(r.budgetBytes >> 20) MiB)")
+            "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, "
+                + "\(r.loads) found (a budget of \(r.budgetBytes >> 20) MiB)")
     }
 }

@@ -189,7 +189,9 @@ struct ScaleBench {
                     teamlog, ["audit", "--store", store, "--cache-mb", String(mb)], stdout: out, stderr: err)
                 let summary = AuditSummary(parsing: readText(out))
                 results.budgetAudit = (mb, again, summary)
-                if summary?.ok != true { results.problems.append("audit --cache-mb \(mb): \(again.ending): \(tail(readText(out)))") }
+                if summary?.ok != true {
+                    results.problems.append("audit --cache-mb \(mb): \(again.ending): \(tail(readText(out)))")
+                }
             }
             // Not a bar: the domain's apply alone on the same log (in memory, one thread), the ceiling of
             // any replay of it, so the audit's rate can be read against what the domain itself allows.

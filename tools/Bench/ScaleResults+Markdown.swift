@@ -41,7 +41,8 @@ extension ScaleResults {
         }
         if let budget = budgetAudit, let audit {
             md += "Not a bar: the same audit with `--cache-mb \(budget.mb)` (the replay's working-set budget; "
-            md += "the default \(Store.defaultReplayCacheBytes >> 20) MiB above): \(fmt(budget.run.seconds, 1)) s wall, "
+            md += "the default \(Store.defaultReplayCacheBytes >> 20) MiB above): "
+            md += "\(fmt(budget.run.seconds, 1)) s wall, "
             md += "CPU \(fmt(budget.run.cpuSeconds, 1)) s, peak RSS \(mb(budget.run.peakRSSBytes)) MB — "
             md += "\(fmt(audit.seconds / max(budget.run.seconds, 1e-9), 2))× the default's speed at "
             md += "\(fmt(Double(budget.run.peakRSSBytes) / Double(max(1, audit.peakRSSBytes)), 2))× its memory, "
