@@ -522,7 +522,7 @@ struct ReplayLimits {
     /// shorter decay (`Allocator`), a 5M-event audit's peak RSS went 1,150–1,168 → 1,040–1,045 MB at the
     /// same rate (BENCHMARKS, eleventh session); at 160 MiB the teams no longer fit in half the budget, are
     /// evicted with the rest, and the rate halved. `teamlog audit --cache-mb` gives another one: at 320 MiB
-    /// a 5M-event audit ran 1.15× faster at 950 MB of peak RSS against 784 (BENCHMARKS, thirty-eighth
+    /// a 5M-event audit ran 1.15–1.25× faster at 950–986 MB of peak RSS against 784–802 (BENCHMARKS, thirty-eighth
     /// session) — the default keeps the room for a writer beside it.
     var budgetBytes = Self.defaultBudgetBytes
 

@@ -65,7 +65,7 @@ struct BackgroundPriority: ParsableArguments {
 struct ReplayBudget: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "The replay's working-set budget in MiB (default \(Store.defaultReplayCacheBytes >> 20)): a larger one evicts and reloads less, for a faster replay in more memory (an audit at 5M events: 192 MiB, ~0.8 GB peak; 320 MiB, ~0.95 GB and 1.15x faster).",
+            "The replay's working-set budget in MiB (default \(Store.defaultReplayCacheBytes >> 20)): a larger one evicts and reloads less, for a faster replay in more memory (an audit at 5M events: 192 MiB, ~0.8 GB peak; 320 MiB, ~0.95-0.99 GB and 1.15-1.25x faster).",
             valueName: "MB"))
     var cacheMb: Int?
 
