@@ -98,10 +98,7 @@ struct Audit: ParsableCommand {
                 "log: \(report.events) events replayed to checkpoint seq \(report.seq)\(tail), "
                     + "\(Int(Double(report.events) / elapsed)) events/s")
         }
-        let r = report.replay
-        try printOut(
-            "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, \(r.loads) found"
-        )
+        try printOut(ReplayBudget.line(report.replay))
         if let p = report.chainProblem { try printOut("chain: BROKEN at \(p)") } else { try printOut("chain: OK") }
         if let p = report.checkpointProblem { try printOut("checkpoint: \(p)") }
         if let p = report.settingsProblem { try printOut("settings: DAMAGED: the record \(p)") }

@@ -58,9 +58,6 @@ struct Repair: ParsableCommand {
         }
         try printOut(
             "kept \(report.keptEvents) events; rebuilt \(report.projectionRecords) projection records from the log")
-        let r = report.replay
-        try printOut(
-            "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, "
-                + "\(r.loads) found (a budget of \(r.budgetBytes >> 20) MiB)")
+        try printOut(ReplayBudget.line(report.replay))
     }
 }

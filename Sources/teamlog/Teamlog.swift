@@ -65,7 +65,7 @@ struct BackgroundPriority: ParsableArguments {
 struct ReplayBudget: ParsableArguments {
     @Option(
         help: ArgumentHelp(
-            "The replay's working-set budget in MiB (default \(Store.defaultReplayCacheBytes >> 20)): a larger one evicts and reloads less, for a faster replay in more memory (an audit at 5M events: 192 MiB, ~0.8 GB peak; 320 MiB, ~0.95-0.99 GB and 1.15-1.25x faster).",
+            "The replay's working-set budget in MiB (default \(Store.defaultReplayCacheBytes >> 20)): a larger one evicts and reloads less, for a faster replay in more memory (README, `teamlog audit`).",
             valueName: "MB"))
     var cacheMb: Int?
 
@@ -77,6 +77,12 @@ struct ReplayBudget: ParsableArguments {
 
     /// The budget in bytes, `nil` for the default.
     var bytes: Int? { cacheMb.map { $0 << 20 } }
+
+    /// What a replay's working set did, as `audit` and `repair` print it.
+    static func line(_ r: WorkingSetStats) -> String {
+        "replay: \(r.evictions) units evicted (\(r.sweeps) wholesale), \(r.lookups) looked up again, "
+            + "\(r.loads) found (a budget of \(r.budgetBytes >> 20) MiB)"
+    }
 }
 
 /// `--store PATH`, shared by every command.
