@@ -347,6 +347,7 @@ extension Store {
             scratch.wantsDeliveries = false
             scratch.projectionsOnly = projectionsOnly
             scratch.isReplayScratch = true
+            scratch.checkpointPuts = limits.checkpointPuts
             scratch.workingSet.onlyEvictedAreStored = base == nil  // it starts empty
             scratch.workingSet.wholesale = projectionsOnly
             // The replay's budget for a `--at` query's scratch store too: it runs beside a writer in `serve`
@@ -530,6 +531,18 @@ struct ReplayLimits {
     static let defaultBudgetBytes = Store.defaultCacheBytes / 4 * 3
     /// Events between two looks at the budget and the checkpoint interval (`Store.replayedBatchDone`).
     var batchSize = 8_192
+    /// The most puts one transaction of a scratch checkpoint holds (`CheckpointJob.writeChanges`): LMDB
+    /// keeps the largest transaction's dirty pages in the process until the scratch store closes. A 1M-event
+    /// audit, three alternated rounds, one transaction per checkpoint → 32,768 → 8,192 puts: peak RSS
+    /// 603–625 → 565–574 → 530–540 MB at the same wall time (BENCHMARKS, thirty-ninth session).
+    var checkpointPuts: Int? = Self.defaultCheckpointPuts
+
+    #if DEBUG
+        /// Small in debug builds, so the tests' replays split their checkpoints.
+        static let defaultCheckpointPuts = 64
+    #else
+        static let defaultCheckpointPuts = 8_192
+    #endif
 }
 
 extension ReplayLimits {

@@ -65,6 +65,7 @@ extension Store {
         let checkpoint = CheckpointJob(
             env: projectionEnv, dbs: pdbs, changes: changes, checkpoint: position, after: job,
             mappedBytesBudget: mappedBytesBudget, duty: options.checkpointDuty,
+            putsPerTransaction: checkpointPuts,
             waitForLog: { job in committer?.wait(job) })
         checkpointFailed = false
         world.clearChanges()

@@ -222,6 +222,9 @@ public final class Store {
     /// A replay's scratch store (`makeScratch`: an audit's, a repair's, a `--at` query's), which runs beside
     /// a writer with budgets of its own: its mapped pages are dropped at half of `--cache-mb`.
     var isReplayScratch = false
+    /// The most puts one transaction of a checkpoint holds (`nil`: a checkpoint is one transaction, as a
+    /// store's must be): a replay's scratch store's (`ReplayLimits.checkpointPuts`).
+    var checkpointPuts: Int?
     /// Bytes of other maps this process reads beside this store's (a scratch store: those of the store it
     /// replays), counted with its own by `adjustReadAhead`.
     var readAheadCompanionBytes: () -> Int = { 0 }

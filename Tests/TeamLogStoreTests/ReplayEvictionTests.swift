@@ -66,6 +66,28 @@ import Testing
         #expect(early.tables.map(\.digest) == roomy.tables.map(\.digest))
     }
 
+    /// A scratch checkpoint written in transactions of a few puts each (`ReplayLimits.checkpointPuts`, which
+    /// bounds the dirty pages LMDB keeps) holds the same records as one written in one transaction: the
+    /// audit is clean, and its tables' digests are the one-transaction replay's, with wholesale evictions
+    /// reloading what the split transactions wrote.
+    @Test func aScratchCheckpointSplitIntoTransactionsHoldsEveryRecord() throws {
+        let lines = Self.linesWithModifies(count: 800, seed: 12)
+        let h = try StoreHarness(batchSize: 64)
+        _ = try h.feed(lines)
+        func audit(puts: Int?) throws -> AuditReport {
+            try h.store.audit(
+                limits: ReplayLimits(checkpointOps: 150, budgetBytes: 48 << 10, batchSize: 50, checkpointPuts: puts))
+        }
+        let whole = try audit(puts: nil)
+        #expect(whole.ok, "\(whole.tables.compactMap(\.difference))")
+        for puts in [3, 40] {
+            let split = try audit(puts: puts)
+            #expect(split.ok, "\(puts) puts: \(split.tables.compactMap(\.difference))")
+            #expect(split.tables.map(\.digest) == whole.tables.map(\.digest), "\(puts) puts")
+            #expect(split.replay.sweeps > 2 && split.replay.loads > 20, "\(puts) puts: \(split.replay)")
+        }
+    }
+
     /// A walk of the whole log — `teamlog log`'s export, a `--verify-chain` check — drops the log pages it
     /// has read every `releaseInterval` seqs (128 in debug builds), so the log's mapping does not end holding
     /// the whole log (`teamlog log` of a 5M-event store peaked at 778 MB before, 47 MB after).
