@@ -311,7 +311,7 @@ final class CheckpointJob: WriteJob, @unchecked Sendable {
     }
 
     /// The checkpoint's records in `order`, and the checkpoint: in one transaction — or, given
-    /// `putsPerTransaction` (a replay's scratch store, `Store.scratchCheckpointPuts`), in consecutive
+    /// `putsPerTransaction` (a replay's scratch store: `ReplayLimits.checkpointPuts`), in consecutive
     /// transactions of at most that many puts, the checkpoint in the last.
     ///
     /// LMDB holds a transaction's dirty pages in memory until its commit, and keeps the freed ones for

@@ -534,7 +534,8 @@ struct ReplayLimits {
     /// The most puts one transaction of a scratch checkpoint holds (`CheckpointJob.writeChanges`): LMDB
     /// keeps the largest transaction's dirty pages in the process until the scratch store closes. A 1M-event
     /// audit, three alternated rounds, one transaction per checkpoint → 32,768 → 8,192 puts: peak RSS
-    /// 603–625 → 565–574 → 530–540 MB at the same wall time (BENCHMARKS, thirty-ninth session).
+    /// 603–625 → 565–574 → 530–540 MB at the same wall time; at 5M events 760–773 → 647–690 MB, the wall
+    /// time within the noise (+0–4%) and the system time 19 → 27 s (BENCHMARKS, thirty-ninth session).
     var checkpointPuts: Int? = Self.defaultCheckpointPuts
 
     #if DEBUG
