@@ -163,11 +163,23 @@ func readEvents(
 /// concurrency's few threads (the server's handlers run there: with both of a 2-core machine's blocked, the
 /// answer waited for the read's timeout).
 func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) async throws -> String {
-    try await onThread { try exchangeBlocking(request, port: port, halfClose: halfClose) }
+    try await onThread { try exchangeBlocking(request, port: port, halfClose: halfClose).answer }
 }
 
-private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool) throws -> String {
-    let fd = try connectLoopback(port, receiveTimeoutSeconds: 10)
+/// Sends raw bytes and reads until the connection ends: what came back, and whether the server closed the
+/// connection (end of file) rather than the client's read timing out after `receiveTimeoutSeconds`.
+func sendRawUntilClosed(_ request: [UInt8], port: Int, receiveTimeoutSeconds: Int) async throws
+    -> (answer: String, closedByServer: Bool)
+{
+    try await onThread {
+        try exchangeBlocking(request, port: port, halfClose: false, receiveTimeoutSeconds: receiveTimeoutSeconds)
+    }
+}
+
+private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool, receiveTimeoutSeconds: Int = 10)
+    throws -> (answer: String, closedByServer: Bool)
+{
+    let fd = try connectLoopback(port, receiveTimeoutSeconds: receiveTimeoutSeconds)
     defer { close(fd) }
     var sent = 0
     while sent < request.count {
@@ -178,10 +190,14 @@ private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool) th
     if halfClose { shutdown(fd, Int32(SHUT_WR)) }
     var answer: [UInt8] = []
     var buffer = [UInt8](repeating: 0, count: 4096)
+    var closedByServer = false
     while true {
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-        if n <= 0 { break }
+        if n <= 0 {
+            closedByServer = n == 0
+            break
+        }
         answer += buffer[0..<n]
     }
-    return String(decoding: answer, as: UTF8.self)
+    return (String(decoding: answer, as: UTF8.self), closedByServer)
 }
