@@ -167,7 +167,8 @@ func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) async throw
 }
 
 /// Sends raw bytes and reads until the connection ends: what came back, and whether the server closed the
-/// connection (end of file) rather than the client's read timing out after `receiveTimeoutSeconds`.
+/// connection — an end of file, or a reset (a server that closes before reading all that was sent makes the
+/// kernel send one) — rather than the client's read timing out after `receiveTimeoutSeconds`.
 func sendRawUntilClosed(_ request: [UInt8], port: Int, receiveTimeoutSeconds: Int) async throws
     -> (answer: String, closedByServer: Bool)
 {
@@ -194,7 +195,7 @@ private func exchangeBlocking(_ request: [UInt8], port: Int, halfClose: Bool, re
     while true {
         let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n <= 0 {
-            closedByServer = n == 0
+            closedByServer = n == 0 || errno == ECONNRESET
             break
         }
         answer += buffer[0..<n]
