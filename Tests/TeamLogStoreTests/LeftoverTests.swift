@@ -96,7 +96,11 @@ import Testing
         for path in [live, fresh, older] { #expect(mkdir(path, 0o700) == 0) }
         let lock = open(live + "/owner.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         #expect(lock >= 0 && flock(lock, LOCK_EX) == 0)
-        defer { close(lock) }
+        // Closed once, below, or here when an earlier step throws: a second `close` of the number would
+        // close whatever a parallel test opened under it since (it once closed another test's LMDB file
+        // in the middle of `mdb_env_open`: "Bad file descriptor").
+        var lockHeld = true
+        defer { if lockHeld { close(lock) } }
         try CrashSafetyTests.writeFile(older + "/writer.lock", Array("999999\n".utf8))
         try CrashSafetyTests.writeFile(tmp + "/teamlog-scratch-file01", Array("x".utf8))
         for path in [live, older, tmp + "/teamlog-scratch-file01"] { setAge(path, seconds: 120) }
@@ -115,6 +119,7 @@ import Testing
 
         // The live one's owner gone, it goes too (in-process: the sweep the next replay runs).
         close(lock)
+        lockHeld = false
         let removed = ScratchStore.removeAbandoned(in: tmp)
         #expect(removed.map(\.path) == [live])
         #expect(ScratchStore.removeAbandoned(in: tmp, minimumAge: 0).map(\.path) == [fresh])
