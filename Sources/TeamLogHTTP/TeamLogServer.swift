@@ -1,4 +1,3 @@
-import Dispatch
 import HTTPTypes
 
 #if canImport(Glibc)
@@ -749,12 +748,16 @@ struct Shared: @unchecked Sendable {
     init(_ store: Store) { self.store = store }
 }
 
-/// Runs blocking work (a scratch replay, a status read, a queue pop) on a thread of Dispatch's pool, off
-/// Swift concurrency's few cooperative threads.
+/// The threads `onThread` runs blocking work on. At most 64 at once: `?at=` replays are fewer
+/// (`--at-replays`), and a status read or a wait for an export's next chunk is brief, so the bound is
+/// reached only by a flood of requests, which then queue here instead of each taking a thread.
+let blockingWork = BlockingPool(name: "tl-blocking", maxThreads: 64)
+
+/// Runs blocking work (a scratch replay, a status read, a queue pop) on a thread of `blockingWork`, off
+/// Swift concurrency's few cooperative threads, and not on Dispatch's global queue, where on Linux a call
+/// behind N blocked ones waits about N seconds (see `BlockingPool`).
 func onThread<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
-    try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
-    }
+    try await blockingWork.run(body)
 }
 
 /// The bytes of a path segment with its `%XX` escapes decoded (ids may hold any character; not checked to

@@ -146,6 +146,13 @@ public final class Monitor: @unchecked Sendable {
         return true
     }
 
+    /// Inside `locked`: runs `body` with the lock released, and takes it again.
+    public func unlockedDuring(_ body: () -> Void) {
+        pthread_mutex_unlock(mutex)
+        defer { pthread_mutex_lock(mutex) }
+        body()
+    }
+
     /// Inside `locked`: wakes every waiter.
     public func broadcast() { pthread_cond_broadcast(cond) }
 }

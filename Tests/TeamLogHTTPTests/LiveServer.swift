@@ -159,7 +159,7 @@ func readEvents(
 /// `halfClose` the connection's sending side is shut after the request (a body that ends early); without
 /// it the request should say `Connection: close` (a server may drop a half-closed connection's answer).
 ///
-/// The socket blocks: it is read on a thread of Dispatch's pool (`onThread`), not on one of Swift
+/// The socket blocks: it is read on a thread of the server's `BlockingPool` (`onThread`), not on one of Swift
 /// concurrency's few threads (the server's handlers run there: with both of a 2-core machine's blocked, the
 /// answer waited for the read's timeout).
 func sendRaw(_ request: [UInt8], port: Int, halfClose: Bool = false) async throws -> String {

@@ -62,4 +62,67 @@ import Testing
             #expect(bytes > 1 << 20)
         #endif
     }
+
+    /// A gate blocking threads until it opens (a `Monitor` and a flag).
+    final class Gate: @unchecked Sendable {
+        let monitor = Monitor()
+        var open = false
+        var arrived = 0
+        func pass() {
+            monitor.locked {
+                arrived += 1
+                monitor.broadcast()
+                monitor.wait { open }
+            }
+        }
+        func openIt() { monitor.locked { open = true; monitor.broadcast() } }
+        func waitForArrivals(_ n: Int, timeoutMs: Int) -> Bool {
+            monitor.locked { monitor.wait(until: { arrived >= n }, timeoutMs: timeoutMs) }
+        }
+    }
+
+    /// A call to `BlockingPool` behind 40 blocked ones runs while they still block: on Linux, Dispatch's
+    /// global queue (what `teamlog serve` used) runs about one thread per core and adds one per second
+    /// while they block, so the same call waited ~38 s there (over this test's 30 s).
+    @Test func aBlockingPoolCallDoesNotWaitBehindBlockedOnes() async throws {
+        let pool = BlockingPool(name: "test-pool", maxThreads: 64)
+        let gate = Gate()
+        for _ in 0..<40 { pool.submit { gate.pass() } }
+        #expect(gate.waitForArrivals(40, timeoutMs: 30_000), "all 40 blocked at once")
+        let probe = Gate()
+        pool.submit { probe.pass() }
+        #expect(probe.waitForArrivals(1, timeoutMs: 30_000), "the call behind them ran while they blocked")
+        #expect(pool.threadCounts.peak == 41)
+        probe.openIt()
+        gate.openIt()
+        // And the async form returns the result and rethrows.
+        #expect(try await pool.run { 6 * 7 } == 42)
+        struct Failed: Error {}
+        await #expect(throws: Failed.self) { try await pool.run { throw Failed() } }
+    }
+
+    /// At `maxThreads` a call waits for a free thread; a thread idle for `idleSeconds` ends.
+    @Test func aBlockingPoolIsBoundedAndShrinks() throws {
+        let pool = BlockingPool(name: "test-pool", maxThreads: 2, idleSeconds: 0.05)
+        let gate = Gate()
+        pool.submit { gate.pass() }
+        pool.submit { gate.pass() }
+        #expect(gate.waitForArrivals(2, timeoutMs: 30_000))
+        let third = Gate()
+        third.open = true
+        pool.submit { third.pass() }
+        usleep(200_000)
+        #expect(third.monitor.locked { third.arrived } == 0, "no third thread")
+        gate.openIt()
+        #expect(third.waitForArrivals(1, timeoutMs: 30_000), "it ran once a thread was free")
+        #expect(pool.threadCounts.peak == 2)
+        let deadline = MonotonicClock.milliseconds() + 30_000
+        while pool.threadCounts.now > 0 && MonotonicClock.milliseconds() < deadline { usleep(10_000) }
+        #expect(pool.threadCounts.now == 0, "idle threads ended")
+        // A call after they ended starts a thread again.
+        let again = Gate()
+        again.open = true
+        pool.submit { again.pass() }
+        #expect(again.waitForArrivals(1, timeoutMs: 30_000))
+    }
 }
