@@ -38,7 +38,7 @@ public final class BlockingPool: @unchecked Sendable {
     public func submit(_ work: @escaping () -> Void) {
         let start: Bool = monitor.locked {
             queue.append(work)
-            monitor.broadcast()
+            monitor.signal()  // one idle thread for one call: not every idle thread woken to find it taken
             // Every queued call needs a waiting thread of its own, or a new one.
             guard queue.count - head > idle, threads < maxThreads else { return false }
             threads += 1

@@ -153,6 +153,9 @@ public final class Monitor: @unchecked Sendable {
         body()
     }
 
+    /// Inside `locked`: wakes one waiter (for a condition one waiter can take, as one queued call).
+    public func signal() { pthread_cond_signal(cond) }
+
     /// Inside `locked`: wakes every waiter.
     public func broadcast() { pthread_cond_broadcast(cond) }
 }
