@@ -4,6 +4,7 @@ public import Prometheus
 import TeamLog
 public import TeamLogRuntime
 import TeamLogStore
+import TeamLogThreads
 
 /// The server's metrics, recorded through swift-metrics into its own Prometheus registry (so several
 /// servers in one process — the tests — never share counters) and exported at `GET /metrics`.
@@ -34,6 +35,9 @@ public final class ServerMetrics: Sendable {
     let windowEvents: Metrics.Gauge
     let windowBytes: Metrics.Gauge
     let atReplays: Metrics.Gauge
+    let blockingThreads: Metrics.Gauge
+    let blockingBusy: Metrics.Gauge
+    let blockingQueued: Metrics.Gauge
     /// A NATS partition's consumption (`serve --nats`), made at its first reading so a standalone server
     /// exports none of them.
     private let partition = Mutex<PartitionMetrics?>(nil)
@@ -79,6 +83,9 @@ public final class ServerMetrics: Sendable {
         windowEvents = Metrics.Gauge(label: "teamlog_record_window_events", factory: factory)
         windowBytes = Metrics.Gauge(label: "teamlog_record_window_bytes", factory: factory)
         atReplays = Metrics.Gauge(label: "teamlog_at_replays_running", factory: factory)
+        blockingThreads = Metrics.Gauge(label: "teamlog_blocking_threads", factory: factory)
+        blockingBusy = Metrics.Gauge(label: "teamlog_blocking_busy_threads", factory: factory)
+        blockingQueued = Metrics.Gauge(label: "teamlog_blocking_queued_calls", factory: factory)
     }
 
     /// Records one group commit (the writer's thread calls this).
@@ -112,10 +119,16 @@ public final class ServerMetrics: Sendable {
     /// The Prometheus text exposition, with the store's sizes, the `?at=` replays running, the checkpoint's
     /// lag and whether checkpoints fail read now (the lag recorded at commits alone stayed at its last
     /// value after an idle checkpoint caught up).
-    func exposition(store: Store?, atReplaysRunning: Int, checkpointLagNow: UInt64? = nil, checkpointFailingNow: Bool = false)
-        -> [UInt8]
-    {
+    func exposition(
+        store: Store?, atReplaysRunning: Int, checkpointLagNow: UInt64? = nil, checkpointFailingNow: Bool = false,
+        blocking: BlockingPool.Counts? = nil
+    ) -> [UInt8] {
         atReplays.record(Double(atReplaysRunning))
+        if let blocking {
+            blockingThreads.record(Double(blocking.threads))
+            blockingBusy.record(Double(blocking.busy))
+            blockingQueued.record(Double(blocking.queued))
+        }
         if let checkpointLagNow { checkpointLag.record(Double(checkpointLagNow)) }
         checkpointFailing.record(checkpointFailingNow ? 1 : 0)
         if let store {
@@ -213,6 +226,9 @@ public final class ServerMetrics: Sendable {
         "teamlog_record_window_events": "Events held by the record window (/v1/records and the stream).",
         "teamlog_record_window_bytes": "Bytes held by the record window.",
         "teamlog_at_replays_running": "?at= replays running now.",
+        "teamlog_blocking_threads": "Threads of the server's pool for blocking work (replays, status reads).",
+        "teamlog_blocking_busy_threads": "Threads of that pool running a call now.",
+        "teamlog_blocking_queued_calls": "Calls waiting for a thread of that pool (all 64 busy).",
         "teamlog_http_request_duration_seconds": "HTTP requests by route (the OpenAPI path), method and status.",
         "teamlog_nats_pending_messages": "Messages of this partition's subject in the op stream not yet fetched, at its last fetch: its backlog.",
         "teamlog_nats_in_flight_messages": "Messages fetched and not yet committed, published and acked.",

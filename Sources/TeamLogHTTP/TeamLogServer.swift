@@ -169,7 +169,7 @@ public final class TeamLogServer: Service, Sendable {
             let bytes = metrics.exposition(
                 store: writer.store, atReplaysRunning: atReplays.inUse,
                 checkpointLagNow: writer.state == .ready ? committed - min(committed, checkpointed) : nil,
-                checkpointFailingNow: writer.checkpointProblem != nil)
+                checkpointFailingNow: writer.checkpointProblem != nil, blocking: blockingWork.counts)
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
         case .openapi:
             var headers = HTTPFields()

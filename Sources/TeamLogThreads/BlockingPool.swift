@@ -64,8 +64,27 @@ public final class BlockingPool: @unchecked Sendable {
         }
     }
 
-    /// Threads running now, and the most that ran at once (for tests and metrics).
-    public var threadCounts: (now: Int, peak: Int) { monitor.locked { (threads, peak) } }
+    /// What the pool holds now (for metrics and tests).
+    public struct Counts: Sendable, Equatable {
+        /// Threads alive: busy or idle.
+        public var threads: Int
+        /// Threads running a call.
+        public var busy: Int
+        /// Calls waiting for a thread (only at `maxThreads`, or while a new thread starts).
+        public var queued: Int
+        /// The most threads alive at once so far.
+        public var peak: Int
+
+        public init(threads: Int, busy: Int, queued: Int, peak: Int) {
+            (self.threads, self.busy, self.queued, self.peak) = (threads, busy, queued, peak)
+        }
+    }
+
+    public var counts: Counts {
+        monitor.locked {
+            Counts(threads: threads, busy: threads - idle, queued: queue.count - head, peak: peak)
+        }
+    }
 
     private func serve() {
         monitor.locked {

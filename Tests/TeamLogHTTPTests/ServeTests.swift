@@ -615,6 +615,46 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
         try await uncapped.stop()
     }
 
+    /// `/metrics` shows the pool for blocking work: three calls held blocked there are three busy threads at
+    /// least (the pool is the process's, so other tests' calls may add to them), and the calls waiting for a
+    /// thread are shown (none here but another test's call in the moment before its new thread takes it).
+    @Test func metricsShowTheBlockingPool() async throws {
+        let server = try await LiveServer()
+        final class Hold: @unchecked Sendable {
+            let monitor = Monitor()
+            var arrived = 0
+            var open = false
+        }
+        let hold = Hold()
+        for _ in 0..<3 {
+            blockingWork.submit {
+                hold.monitor.locked {
+                    hold.arrived += 1
+                    hold.monitor.broadcast()
+                    hold.monitor.wait { hold.open }
+                }
+            }
+        }
+        defer {
+            hold.monitor.locked {
+                hold.open = true
+                hold.monitor.broadcast()
+            }
+        }
+        #expect(hold.monitor.locked { hold.monitor.wait(until: { hold.arrived == 3 }, timeoutMs: 30_000) })
+        let body = try await send("GET", server.base + "/metrics").body
+        func gauge(_ name: String) -> Double? {
+            let line = body.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+            return line.flatMap { Double($0.split(separator: " ")[1]) }
+        }
+        let threads = gauge("teamlog_blocking_threads")
+        let busy = gauge("teamlog_blocking_busy_threads")
+        let queued = gauge("teamlog_blocking_queued_calls")
+        #expect((busy ?? 0) >= 3 && (threads ?? 0) >= (busy ?? .infinity), "\(body)")
+        #expect(queued != nil && body.contains("# HELP teamlog_blocking_queued_calls "), "\(body)")
+        try await server.stop()
+    }
+
     @Test func metricsCountOpsCommitsAndRequests() async throws {
         let server = try await LiveServer()
         _ = try await send("POST", server.base + "/v1/ops", body: body(exampleLines + ["nope", exampleLines[0]]))

@@ -92,7 +92,7 @@ import Testing
         let probe = Gate()
         pool.submit { probe.pass() }
         #expect(probe.waitForArrivals(1, timeoutMs: 30_000), "the call behind them ran while they blocked")
-        #expect(pool.threadCounts.peak == 41)
+        #expect(pool.counts.peak == 41 && pool.counts.busy == 41 && pool.counts.queued == 0)
         probe.openIt()
         gate.openIt()
         // And the async form returns the result and rethrows.
@@ -113,12 +113,13 @@ import Testing
         pool.submit { third.pass() }
         usleep(200_000)
         #expect(third.monitor.locked { third.arrived } == 0, "no third thread")
+        #expect(pool.counts == .init(threads: 2, busy: 2, queued: 1, peak: 2))
         gate.openIt()
         #expect(third.waitForArrivals(1, timeoutMs: 30_000), "it ran once a thread was free")
-        #expect(pool.threadCounts.peak == 2)
+        #expect(pool.counts.peak == 2)
         let deadline = MonotonicClock.milliseconds() + 30_000
-        while pool.threadCounts.now > 0 && MonotonicClock.milliseconds() < deadline { usleep(10_000) }
-        #expect(pool.threadCounts.now == 0, "idle threads ended")
+        while pool.counts.threads > 0 && MonotonicClock.milliseconds() < deadline { usleep(10_000) }
+        #expect(pool.counts.threads == 0, "idle threads ended")
         // A call after they ended starts a thread again.
         let again = Gate()
         again.open = true
