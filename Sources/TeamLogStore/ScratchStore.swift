@@ -524,11 +524,14 @@ struct ReplayLimits {
     /// same rate (BENCHMARKS, eleventh session); at 160 MiB the teams no longer fit in half the budget, are
     /// evicted with the rest, and the rate halved. `teamlog audit --cache-mb` gives another one: at 320 MiB
     /// a 5M-event audit ran 1.15–1.25× faster at 950–986 MB of peak RSS against 784–802 (BENCHMARKS, thirty-eighth
-    /// session) — the default keeps the room for a writer beside it.
+    /// session). Since scratch checkpoints are written in bounded transactions (thirty-ninth), the writer's
+    /// default, 256 MiB: two alternated rounds at 5M events, 192 → 256 MiB: 92.6 / 78.0 → 68.1 / 66.9 s at
+    /// 680–690 → 727–753 MB of peak RSS (and 320 MiB 63.7 / 65.1 s at 838–891 MB: too near the 1 GB bar to be
+    /// the default); in the session before, 68.5–73.2 → 64.7–67.8 s (BENCHMARKS, fortieth session).
     var budgetBytes = Self.defaultBudgetBytes
 
-    /// The replay's budget unless one is given: 192 MiB.
-    static let defaultBudgetBytes = Store.defaultCacheBytes / 4 * 3
+    /// The replay's budget unless one is given: the writer's, 256 MiB.
+    static let defaultBudgetBytes = Store.defaultCacheBytes
     /// Events between two looks at the budget and the checkpoint interval (`Store.replayedBatchDone`).
     var batchSize = 8_192
     /// The most puts one transaction of a scratch checkpoint holds (`CheckpointJob.writeChanges`): LMDB

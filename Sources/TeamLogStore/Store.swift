@@ -235,8 +235,8 @@ public final class Store {
     /// The default working-set budget (256 MiB).
     public static let defaultCacheBytes = 256 << 20
 
-    /// The default budget of a replay's working set (`audit`, `repair`, `--at`): 192 MiB, three quarters
-    /// of a writer's, since one runs beside a writer.
+    /// The default budget of a replay's working set (`audit`, `repair`, `--at`): a writer's, 256 MiB (three
+    /// quarters of it, 192 MiB, until the fortieth session: see `ReplayLimits.budgetBytes`).
     public static var defaultReplayCacheBytes: Int { ReplayLimits.defaultBudgetBytes }
 
     /// Opens (creating when missing) the store in directory `path`, at its projections' checkpoint, and
