@@ -11,8 +11,8 @@
 /// Not Dispatch's global queue: on Linux it runs about as many threads as there are cores and adds one
 /// more about every second while they block, so a call queued behind blocked ones waits a second per
 /// blocked call ahead of it (measured on a 2-core host: 0.9 s behind 2, 5.9 s behind 8, 13.9 s behind 16).
-/// A server that waited there for two `?at=` replays answered a status read seconds late, and the HTTP
-/// tests' own blocking socket reads delayed each other by tens of seconds in the full suite.
+/// So a server's status read queued there behind two `?at=` replays would wait about a second, and
+/// longer behind exports waiting for their next chunk.
 public final class BlockingPool: @unchecked Sendable {
     private let monitor = Monitor()
     private var queue: [() -> Void] = []
