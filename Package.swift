@@ -164,7 +164,7 @@ let package = Package(
         // MARK: Tests
         .target(
             name: "TestSupport",
-            dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogWorkload", "LMDB"],
+            dependencies: ["TeamLogRuntime", "TeamLogStore", "TeamLog", "TeamLogThreads", "TeamLogWorkload", "LMDB"],
             path: "Tests/TestSupport",
             swiftSettings: swiftSettings
         ),

@@ -228,7 +228,7 @@ public final class ServerMetrics: Sendable {
         "teamlog_at_replays_running": "?at= replays running now.",
         "teamlog_blocking_threads": "Threads of the server's pool for blocking work (replays, status reads).",
         "teamlog_blocking_busy_threads": "Threads of that pool running a call now.",
-        "teamlog_blocking_queued_calls": "Calls waiting for a thread of that pool (all 64 busy).",
+        "teamlog_blocking_queued_calls": "Calls waiting for a thread of that pool (all \(blockingWork.maxThreads) busy).",
         "teamlog_http_request_duration_seconds": "HTTP requests by route (the OpenAPI path), method and status.",
         "teamlog_nats_pending_messages": "Messages of this partition's subject in the op stream not yet fetched, at its last fetch: its backlog.",
         "teamlog_nats_in_flight_messages": "Messages fetched and not yet committed, published and acked.",

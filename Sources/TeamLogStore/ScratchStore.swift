@@ -519,15 +519,15 @@ struct ReplayLimits {
     var checkpointOps = 50_000
     /// The estimate counts entries, not the dictionaries' spare buckets and per-user storage (a heap
     /// profile of a 1M-event audit: ~460 MB held by the replay at an estimated 256 MiB), and an audit or
-    /// repair runs beside a writer that has its own. Three quarters of the default: with the allocator's
-    /// shorter decay (`Allocator`), a 5M-event audit's peak RSS went 1,150–1,168 → 1,040–1,045 MB at the
-    /// same rate (BENCHMARKS, eleventh session); at 160 MiB the teams no longer fit in half the budget, are
-    /// evicted with the rest, and the rate halved. `teamlog audit --cache-mb` gives another one: at 320 MiB
-    /// a 5M-event audit ran 1.15–1.25× faster at 950–986 MB of peak RSS against 784–802 (BENCHMARKS, thirty-eighth
-    /// session). Since scratch checkpoints are written in bounded transactions (thirty-ninth), the writer's
-    /// default, 256 MiB: two alternated rounds at 5M events, 192 → 256 MiB: 92.6 / 78.0 → 68.1 / 66.9 s at
-    /// 680–690 → 727–753 MB of peak RSS (and 320 MiB 63.7 / 65.1 s at 838–891 MB: too near the 1 GB bar to be
-    /// the default); in the session before, 68.5–73.2 → 64.7–67.8 s (BENCHMARKS, fortieth session).
+    /// repair runs beside a writer that has its own. From the eleventh to the thirty-ninth session it was
+    /// three quarters of the writer's default (192 MiB): with the allocator's shorter decay (`Allocator`), a
+    /// 5M-event audit's peak RSS went 1,150–1,168 → 1,040–1,045 MB at the same rate then (BENCHMARKS,
+    /// eleventh session); at 160 MiB the teams no longer fit in half the budget, are evicted with the rest,
+    /// and the rate halves. Since scratch checkpoints are written in bounded transactions (thirty-ninth), it
+    /// is the writer's default, 256 MiB: two alternated rounds at 5M events, 192 → 256 MiB: 92.6 / 78.0 →
+    /// 68.1 / 66.9 s at 680–690 → 727–753 MB of peak RSS, and in the session before 68.5–73.2 → 64.7–67.8 s;
+    /// 320 MiB ran 63.7 / 65.1 s at 838–891 MB, too near the 1 GB bar to be the default (BENCHMARKS,
+    /// thirty-eighth and fortieth sessions). `teamlog audit --cache-mb` gives another one.
     var budgetBytes = Self.defaultBudgetBytes
 
     /// The replay's budget unless one is given: the writer's, 256 MiB.

@@ -622,28 +622,10 @@ func cliRun(_ lines: [String]) throws -> (records: String, harness: StoreHarness
     /// thread are shown (none here but another test's call in the moment before its new thread takes it).
     @Test func metricsShowTheBlockingPool() async throws {
         let server = try await LiveServer()
-        final class Hold: @unchecked Sendable {
-            let monitor = Monitor()
-            var arrived = 0
-            var open = false
-        }
-        let hold = Hold()
-        for _ in 0..<3 {
-            blockingWork.submit {
-                hold.monitor.locked {
-                    hold.arrived += 1
-                    hold.monitor.broadcast()
-                    hold.monitor.wait { hold.open }
-                }
-            }
-        }
-        defer {
-            hold.monitor.locked {
-                hold.open = true
-                hold.monitor.broadcast()
-            }
-        }
-        #expect(hold.monitor.locked { hold.monitor.wait(until: { hold.arrived == 3 }, timeoutMs: 30_000) })
+        let hold = Gate()
+        for _ in 0..<3 { blockingWork.submit { hold.pass() } }
+        defer { hold.open() }
+        #expect(hold.waitForArrivals(3, timeoutMs: 30_000))
         let body = try await send("GET", server.base + "/metrics").body
         func gauge(_ name: String) -> Double? {
             let line = body.split(separator: "\n").first { $0.hasPrefix(name + " ") }

@@ -1,5 +1,6 @@
 import TeamLogStore
 import TeamLogThreads
+import TestSupport
 import Testing
 
 #if canImport(Glibc)
@@ -63,24 +64,6 @@ import Testing
         #endif
     }
 
-    /// A gate blocking threads until it opens (a `Monitor` and a flag).
-    final class Gate: @unchecked Sendable {
-        let monitor = Monitor()
-        var open = false
-        var arrived = 0
-        func pass() {
-            monitor.locked {
-                arrived += 1
-                monitor.broadcast()
-                monitor.wait { open }
-            }
-        }
-        func openIt() { monitor.locked { open = true; monitor.broadcast() } }
-        func waitForArrivals(_ n: Int, timeoutMs: Int) -> Bool {
-            monitor.locked { monitor.wait(until: { arrived >= n }, timeoutMs: timeoutMs) }
-        }
-    }
-
     /// A call to `BlockingPool` behind 40 blocked ones runs while they still block: on Linux, Dispatch's
     /// global queue (what `teamlog serve` used) runs about one thread per core and adds one per second
     /// while they block, so the same call waited ~38 s there (over this test's 30 s).
@@ -93,8 +76,8 @@ import Testing
         pool.submit { probe.pass() }
         #expect(probe.waitForArrivals(1, timeoutMs: 30_000), "the call behind them ran while they blocked")
         #expect(pool.counts.peak == 41 && pool.counts.busy == 41 && pool.counts.queued == 0)
-        probe.openIt()
-        gate.openIt()
+        probe.open()
+        gate.open()
         // And the async form returns the result and rethrows.
         #expect(try await pool.run { 6 * 7 } == 42)
         struct Failed: Error {}
@@ -108,21 +91,19 @@ import Testing
         pool.submit { gate.pass() }
         pool.submit { gate.pass() }
         #expect(gate.waitForArrivals(2, timeoutMs: 30_000))
-        let third = Gate()
-        third.open = true
+        let third = Gate(open: true)
         pool.submit { third.pass() }
         usleep(200_000)
-        #expect(third.monitor.locked { third.arrived } == 0, "no third thread")
+        #expect(third.arrived == 0, "no third thread")
         #expect(pool.counts == .init(threads: 2, busy: 2, queued: 1, peak: 2))
-        gate.openIt()
+        gate.open()
         #expect(third.waitForArrivals(1, timeoutMs: 30_000), "it ran once a thread was free")
         #expect(pool.counts.peak == 2)
         let deadline = MonotonicClock.milliseconds() + 30_000
         while pool.counts.threads > 0 && MonotonicClock.milliseconds() < deadline { usleep(10_000) }
         #expect(pool.counts.threads == 0, "idle threads ended")
         // A call after they ended starts a thread again.
-        let again = Gate()
-        again.open = true
+        let again = Gate(open: true)
         pool.submit { again.pass() }
         #expect(again.waitForArrivals(1, timeoutMs: 30_000))
     }
