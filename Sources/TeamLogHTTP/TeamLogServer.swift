@@ -568,6 +568,7 @@ public final class TeamLogServer: Service, Sendable {
         let started = startThread(name: "catch-up") {
             var failure: (any Error)?
             var reader: RecordReader?
+            var out = JSONWriter()
             do {
                 do {
                     reader =
@@ -580,7 +581,6 @@ public final class TeamLogServer: Service, Sendable {
                 } catch let error as Store.AsOfError {
                     throw APIError(.internalServerError, "brokenChain", error.description)
                 }
-                var out = JSONWriter()
                 func flush() throws {
                     guard !out.bytes.isEmpty else { return }
                     if !catchUp.queue.push(out.bytes) { throw Stopped() }
@@ -592,13 +592,15 @@ public final class TeamLogServer: Service, Sendable {
                         if out.bytes.count >= 64 << 10 { try flush() }
                         return true
                     }
-                    try flush()
                     if !reached, let problem = reader.problem {
+                        try flush()
                         throw APIError(.internalServerError, "brokenChain", "the log is broken at \(problem)")
                     }
                     catchUp.position.withLock { $0 = reader.position }
                     // The window holds the next seq (or will: it is past the head): the live stream goes on.
+                    // The last bytes wait for the slot to be given back (below).
                     if window.oldestSeq <= reader.position + 1 { break }
+                    try flush()
                 }
             } catch is Stopped {
             } catch let error as APIError {
@@ -606,10 +608,11 @@ public final class TeamLogServer: Service, Sendable {
             } catch {
                 failure = APIError(.internalServerError, "catchUp", "the catch-up failed: \(error)")
             }
-            // The scratch store and the slot go before the stream learns the catch-up ended: a client that
-            // reconnects at once finds the slot free.
+            // The scratch store and the slot go before the client sees the catch-up's last event: a client
+            // that asks for a replay or reconnects as soon as it has it finds the slot free.
             reader?.close()
             slots.give()
+            if failure == nil && !out.bytes.isEmpty { _ = catchUp.queue.push(out.bytes) }
             catchUp.queue.close(failure: failure)
         }
         guard started != nil else {
