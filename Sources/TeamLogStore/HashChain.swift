@@ -14,7 +14,9 @@ public enum HashChain {
         previous.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         withUnsafeBytes(of: seq.bigEndian) { hasher.update(bufferPointer: $0) }
         hasher.update(bufferPointer: payload)
-        return Array(hasher.finalize())
+        // The digest's bytes copied at once: `Array(digest)` walked its `Sequence` byte by byte (about a
+        // third of the instructions of hashing a 100-byte event, callgrind of a batch ingest).
+        return hasher.finalize().withUnsafeBytes { Array($0) }
     }
 
     /// Hex text of a hash, for reports.

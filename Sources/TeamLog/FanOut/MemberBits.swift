@@ -61,13 +61,28 @@ public struct MemberBits: Sendable, Equatable {
     }
 
     /// Sets every attribute bit of `slot` from a member record (or clears them for an empty slot).
+    ///
+    /// The record's fields are read once, by a `switch`: each optional chain on `member` (`member?.role`,
+    /// `member?.notify`, and `member != nil` twice) copied the optional record out and destroyed it again,
+    /// two thirds of the call's instructions (callgrind: ~800 a call, run for every member a join adds).
+    @inline(__always)
     mutating func refresh(_ slot: Int, _ member: Member?, online isOnline: Bool) {
+        switch member {
+        case .some(let m): refresh(slot, present: true, admin: m.role.isAdmin, notify: m.notify, online: isOnline)
+        case .none: refresh(slot, present: false, admin: false, notify: .all, online: false)
+        }
+    }
+
+    /// Sets every attribute bit of `slot`: a member (`present`) with these role, alert mode and online
+    /// state, or an empty slot (`present` false: every bit cleared).
+    mutating func refresh(_ slot: Int, present isPresent: Bool, admin: Bool, notify: NotifyState, online isOnline: Bool)
+    {
         ensure(words: slot / 64 + 1)
-        Self.set(&present, slot, member != nil)
-        Self.set(&admins, slot, member?.role.isAdmin ?? false)
-        Self.set(&notifyNone, slot, member?.notify == NotifyState.none)
-        Self.set(&notifyManagerOnly, slot, member?.notify == .managerOnly)
-        Self.set(&online, slot, member != nil && isOnline)
+        Self.set(&present, slot, isPresent)
+        Self.set(&admins, slot, isPresent && admin)
+        Self.set(&notifyNone, slot, isPresent && notify == .none)
+        Self.set(&notifyManagerOnly, slot, isPresent && notify == .managerOnly)
+        Self.set(&online, slot, isPresent && isOnline)
     }
 
     /// Number of set bits.

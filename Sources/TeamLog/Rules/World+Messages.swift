@@ -200,21 +200,25 @@ extension World {
         // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
         // adds index entries numbered by the running totals: O(1) writes whatever the team's size.
         let ref = MessageRef(seq: seq, messageId: m.messageId)
-        if convs[key] == nil {
-            convs[key] = ConvState()
-            touch(.conv(key))
-        }
         if !isDirected {
-            if m.counts {
-                convs[key]!.countedTotal += 1
-                indexed(.counted(key, seq, ordinal: convs[key]!.countedTotal))
+            // One probe of the conversations table for the broadcast's changes to its conversation (made
+            // here if it has none yet), not one per field read or written.
+            let counts = m.counts
+            let updatesLast = m.isStored && !m.disableUpdateLastMessage
+            var created = false
+            let counted = Self.broadcast(
+                to: &projected.convs[key, default: { created = true; return ConvState() }()], counts: counts,
+                last: updatesLast ? ref : nil)
+            if created || updatesLast { touch(.conv(key)) }
+            if counts {
+                indexed(.counted(key, seq, ordinal: counted))
                 indexed(.own(key, sender, seq, ordinal: nextOrdinal(sender, key, directed: false)))
             }
-            if m.isStored && !m.disableUpdateLastMessage {
-                convs[key]!.last = ref
+        } else {
+            if convs.index(forKey: key) == nil {
+                convs[key] = ConvState()
                 touch(.conv(key))
             }
-        } else {
             let updatesLast = m.isStored && !m.disableUpdateLastMessage
             MemberBits.forEachSlot(workspace.fanOut.receivers) { slot in
                 let user = slots[slot]!.user
@@ -239,6 +243,15 @@ extension World {
             let delivery = Delivery(seq: seq, to: m.to, messageId: m.messageId, fanOut: workspace.fanOut, roster: slots)
             out.append(.delivery(delivery))
         }
+    }
+
+    /// A team broadcast's changes to its conversation, made in place: counted (the running total, its
+    /// `counted` entry's ordinal, returned), and its last message (`last`, when it updates it).
+    @inline(__always)
+    private static func broadcast(to conv: inout ConvState, counts: Bool, last: MessageRef?) -> UInt64 {
+        if counts { conv.countedTotal += 1 }
+        if let last { conv.last = last }
+        return conv.countedTotal
     }
 
     private mutating func sendP2P(_ m: MessageSend, from sender: Id, event: Event, into out: inout [Output]) {
