@@ -432,20 +432,39 @@ extension Store {
 
 /// An audit's digest of a table: SHA-256 over its records in key order, each its key's and value's lengths
 /// (32-bit) then the key and the value; shown as its first 16 hex digits (zeros for an empty table).
+///
+/// The records' bytes are gathered in `pending` and hashed `flushBytes` at a time (the same bytes in the
+/// same order: the same digest): three `SHA256.update` calls per record, each through swift-crypto's
+/// context and BoringSSL's block buffering, were two thirds of the instructions of an audit's comparison
+/// (callgrind of a 98,135-event audit: 823M of the comparison's 1,256M).
 struct TableDigester {
     private var hasher = SHA256()
+    private var pending: [UInt8] = []
     private(set) var records = 0
+
+    /// Bytes gathered before they are hashed.
+    private static let flushBytes = 1 << 16
 
     mutating func add(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) {
         records += 1
+        if pending.capacity == 0 { pending.reserveCapacity(Self.flushBytes + 4_096) }
         var lengths = (UInt32(key.count), UInt32(value.count))
-        withUnsafeBytes(of: &lengths) { hasher.update(bufferPointer: $0) }
-        hasher.update(bufferPointer: key)
-        hasher.update(bufferPointer: value)
+        withUnsafeBytes(of: &lengths) { pending.append(contentsOf: $0) }
+        pending.append(contentsOf: key)
+        pending.append(contentsOf: value)
+        if pending.count >= Self.flushBytes { flush() }
+    }
+
+    private mutating func flush() {
+        pending.withUnsafeBytes { hasher.update(bufferPointer: $0) }
+        pending.removeAll(keepingCapacity: true)
     }
 
     var digest: String {
-        records == 0 ? String(repeating: "0", count: 16) : String(HashChain.hex(Array(hasher.finalize())).prefix(16))
+        guard records > 0 else { return String(repeating: "0", count: 16) }
+        var copy = self
+        copy.flush()
+        return String(HashChain.hex(copy.hasher.finalize().withUnsafeBytes { Array($0) }).prefix(16))
     }
 }
 
