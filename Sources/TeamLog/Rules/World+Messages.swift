@@ -205,11 +205,10 @@ extension World {
             // here if it has none yet), not one per field read or written.
             let counts = m.counts
             let updatesLast = m.isStored && !m.disableUpdateLastMessage
-            var created = false
+            let convCount = projected.convs.count
             let counted = Self.broadcast(
-                to: &projected.convs[key, default: { created = true; return ConvState() }()], counts: counts,
-                last: updatesLast ? ref : nil)
-            if created || updatesLast { touch(.conv(key)) }
+                to: &projected.convs[key, default: ConvState()], counts: counts, last: updatesLast ? ref : nil)
+            if projected.convs.count != convCount || updatesLast { touch(.conv(key)) }  // made here, or changed
             if counts {
                 indexed(.counted(key, seq, ordinal: counted))
                 indexed(.own(key, sender, seq, ordinal: nextOrdinal(sender, key, directed: false)))
