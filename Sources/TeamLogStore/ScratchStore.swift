@@ -46,15 +46,19 @@ public final class ScratchStore {
     /// replayed store is only read): a failure is named as the scratch store's (`isScratchFailure`), as
     /// `noSpace` when its file system has no room left — checked now, while the store still fills it.
     func owning<R>(_ body: () throws -> R) throws -> R {
-        do { return try body() } catch let error as StoreError where error.path == path { throw error } catch {
-            if let free = Store.outOfSpace(error, directory: path) {
-                throw StoreError(
-                    code: .noSpace, message: "no space left on device for the scratch store \(path) (\(free) bytes free)",
-                    cause: error, path: path)
-            }
-            guard error is LMDBError else { throw error }
-            throw StoreError(code: .lmdb, message: "the scratch store \(path) failed", cause: error, path: path)
+        do { return try body() } catch { throw named(error) }
+    }
+
+    /// A failure of a step that wrote this scratch store, named as `owning` names it.
+    private func named(_ error: any Error) -> any Error {
+        if let error = error as? StoreError, error.path == path { return error }
+        if let free = Store.outOfSpace(error, directory: path) {
+            return StoreError(
+                code: .noSpace, message: "no space left on device for the scratch store \(path) (\(free) bytes free)",
+                cause: error, path: path)
         }
+        guard error is LMDBError else { return error }
+        return StoreError(code: .lmdb, message: "the scratch store \(path) failed", cause: error, path: path)
     }
 
     /// Applies one replayed event (`Store.applyReplayed`; its outputs are then the store's
@@ -63,13 +67,17 @@ public final class ScratchStore {
     /// events and reporting `progress` every 65,536 seqs: a replay's step, and a record reader's.
     func apply(_ event: Event, batchSize: Int, progress: ((Int) -> Void)?) throws {
         let target = store
-        try owning {
+        // Not through `owning`'s closure: its context held a copy of the event (a retain of each of its
+        // fields and a release after, per replayed event: callgrind).
+        do {
             try target.applyReplayed(event)
             if target.projectionsOnly {
                 if event.seq % UInt64(batchSize) == 0 { try target.replayedBatchDone() }
             } else if target.pendingCount >= batchSize {
                 try target.commit()
             }
+        } catch {
+            throw named(error)
         }
         if event.seq % Store.releaseInterval == 0 {
             // Pages of the scratch store read so far stay resident otherwise: its whole size by the end.
@@ -463,7 +471,10 @@ extension Store {
             {
                 do {
                     while let chunk = try decoded.pop() {
-                        for event in chunk { try apply(event) }
+                        // Each event borrowed where it lies (`for event in chunk` copied it out).
+                        try chunk.withUnsafeBufferPointer { events in
+                            for i in events.indices { try apply(events[i]) }
+                        }
                         decoded.recycle(chunk)  // freed on the decoding thread
                     }
                 } catch {
