@@ -11,17 +11,12 @@ public enum HashChain {
     /// The hash of the record `seq` with encoded event `payload`, chained on `previous`.
     public static func next(previous: [UInt8], seq: UInt64, payload: UnsafeRawBufferPointer) -> [UInt8] {
         var hasher = SHA256()
-        if previous.count == size {
-            // The previous hash and the seq in one update (each update is a pass through swift-crypto's
-            // context and BoringSSL's buffering): the same bytes in the same order, the same hash.
-            withUnsafeTemporaryAllocation(byteCount: size + 8, alignment: 8) { header in
-                previous.withUnsafeBytes { header.copyMemory(from: $0) }
-                header.storeBytes(of: seq.bigEndian, toByteOffset: size, as: UInt64.self)
-                hasher.update(bufferPointer: UnsafeRawBufferPointer(header))
-            }
-        } else {
-            previous.withUnsafeBytes { hasher.update(bufferPointer: $0) }
-            withUnsafeBytes(of: seq.bigEndian) { hasher.update(bufferPointer: $0) }
+        // The previous hash and the seq in one update (each update is a pass through swift-crypto's
+        // context and BoringSSL's buffering): the same bytes in the same order, the same hash.
+        withUnsafeTemporaryAllocation(byteCount: previous.count + 8, alignment: 8) { header in
+            previous.withUnsafeBytes { header.copyMemory(from: $0) }
+            header.storeBytes(of: seq.bigEndian, toByteOffset: previous.count, as: UInt64.self)
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(header))
         }
         hasher.update(bufferPointer: payload)
         // The digest's bytes copied at once: `Array(digest)` walked its `Sequence` byte by byte (about a

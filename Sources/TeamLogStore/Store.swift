@@ -576,9 +576,9 @@ public final class Store {
         if writerLock == nil { return try env.read { txn in try txn.get(dbs.opIds, opId) } }
         // While a batch commits (most of a batch ingest's time) no read transaction may stay open: the
         // committer may grow the map. The snapshot is renewed for the lookup and reset after it, under the
-        // map-size lock, instead of a new read transaction per op (~4,900 instructions each, callgrind: a
-        // tenth of the writer's thread); its view is the latest commit, and the in-flight batch's opIds
-        // were looked up above.
+        // map-size lock, instead of a new read transaction per op (callgrind: ~4,100 instructions a lookup
+        // against ~4,900, ~3,700 of them the B-tree descent itself); its view is the latest commit, and the
+        // in-flight batch's opIds were looked up above.
         if inFlight != nil { return try env.read(reusing: &lookup) { txn in try txn.get(dbs.opIds, opId) } }
         if lookup == nil { lookup = try env.snapshot() } else { try lookup!.renew() }  // a no-op when active
         return try lookup!.get(dbs.opIds, opId)

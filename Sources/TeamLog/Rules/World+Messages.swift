@@ -200,11 +200,11 @@ extension World {
         // Counting and last message: from the receivers alone (alert mode plays no part). A counted message
         // adds index entries numbered by the running totals: O(1) writes whatever the team's size.
         let ref = MessageRef(seq: seq, messageId: m.messageId)
+        let updatesLast = m.isStored && !m.disableUpdateLastMessage
         if !isDirected {
             // One probe of the conversations table for the broadcast's changes to its conversation (made
             // here if it has none yet), not one per field read or written.
             let counts = m.counts
-            let updatesLast = m.isStored && !m.disableUpdateLastMessage
             let convCount = projected.convs.count
             let counted = Self.broadcast(
                 to: &projected.convs[key, default: ConvState()], counts: counts, last: updatesLast ? ref : nil)
@@ -218,7 +218,6 @@ extension World {
                 convs[key] = ConvState()
                 touch(.conv(key))
             }
-            let updatesLast = m.isStored && !m.disableUpdateLastMessage
             MemberBits.forEachSlot(workspace.fanOut.receivers) { slot in
                 let user = slots[slot]!.user
                 if m.counts { indexed(.directed(key, user, seq, ordinal: nextOrdinal(user, key, directed: true))) }
