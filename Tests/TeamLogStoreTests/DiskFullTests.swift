@@ -193,8 +193,10 @@ import Testing
             #expect(try reader.verifyChain()?.seq == k)
         }
         unlink(fs.path + "/filler")
-        let repaired = try ChildProcess.run(exe, ["repair", "--store", store], environment: tmp, timeout: 120)
-        #expect(repaired.status == .exited(0))
+        let repairedErr = work.child("repaired.err")
+        let repaired = try ChildProcess.run(
+            exe, ["repair", "--store", store], environment: tmp, stderr: repairedErr, timeout: 120)
+        #expect(repaired.status == .exited(0), "\(CrashSafetyTests.readText(repairedErr))")
         let cut = try #require((Tmpfs.entries(store) ?? []).first { $0.hasPrefix("cut-\(k)-") && $0.hasSuffix(".jsonl") })
         let lines = CrashSafetyTests.readText(store + "/" + cut).split(separator: "\n")
         #expect(lines.count == Int(head - k + 1))
